@@ -1,0 +1,44 @@
+# Two entry points (see README): `make run` and `make test`. Both create ./.venv, install the
+# project into it, and install Debian's graphviz when `dot` is missing.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+# One BLAS thread per process: Dask runs node kernels in parallel threads, and two BLAS
+# threads per Dask thread on two cores made matvec-heavy graphs several times slower.
+export OPENBLAS_NUM_THREADS ?= 1
+export OMP_NUM_THREADS ?= 1
+export MKL_NUM_THREADS ?= 1
+
+.PHONY: run test bench lint system-deps clean
+
+system-deps:
+	@command -v dot >/dev/null 2>&1 || { \
+	  echo "installing Debian's graphviz (dot)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq graphviz >/dev/null; }
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.run-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[dashboard]'
+	touch $@
+
+$(VENV)/.test-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e schedulers/
+	touch $@ $(VENV)/.run-installed
+
+run: system-deps $(VENV)/.run-installed
+	$(BIN)/pccx-flow schedule --policy critical-path
+
+test: system-deps $(VENV)/.test-installed
+	$(BIN)/ruff check pccx_flow tests benchmarks schedulers dashboards
+	$(BIN)/python -m pytest -q
+
+bench: system-deps $(VENV)/.test-installed
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

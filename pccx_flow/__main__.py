@@ -1,0 +1,5 @@
+import sys
+
+from pccx_flow.cli.main import main
+
+sys.exit(main())
