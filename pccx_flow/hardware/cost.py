@@ -1,0 +1,194 @@
+"""The cost model: how many core cycles one DAG node occupies its lane, on one profile.
+
+Every cost is a model estimate: pccx has never measured a per-instruction cycle count on a
+board (``pccx-v002.md``). The formulas below are the simplest ones the stated numbers support;
+each input comes from the profile, whose TOML file tags it spec / rtl / board / derived /
+assumed. All arithmetic is exact (fractions) and rounded up once, so a cost never depends on
+float rounding and is always at least one cycle.
+
+``gemv``  A GEMV tile runs on one lane and streams its weights through one weight port::
+
+              max(macs / gemv.macs_per_cycle,
+                  weight_bytes / gemv.port_bytes_per_axi_clock * core_hz / axi_hz)
+              + gemv.latency_cycles
+
+          The MAC rate (32 MAC/clk, spec) and the port width (128 bit per AXI clock, spec)
+          race; for INT4 batch-1 decode the port wins on v002-spec (a byte holds 2 weights, and
+          16 B per AXI clock at 250 MHz is 12.8 weights per 400 MHz core clock).
+``gemm``  The same with the systolic array's rate and its two ports HP0 + HP1 together.
+``sfu``   A CVO node of N elements is ceil(N / sfu.max_elements) instructions (one
+          instruction takes at most 2,048 elements; the graph splits longer vectors, and a
+          node that did not is costed as the split it stands for). Each instruction costs
+          ``rate * n`` (rounded up) plus its function's pipeline latency, where the rate is
+          the L2-fed bridge rate (≈ 3.1 cycles per element, REDUCE_SUM ≈ 2.1; derived from
+          the RTL).
+``dma``   A MEMCPY moves ``act_bytes`` over the ACP port (16 B per AXI clock, spec), converted
+          to core cycles, plus a fixed overhead per DataMover descriptor (assumed; one
+          descriptor carries < 8 MiB).
+``ctrl``  A MEMSET node of ``elements`` 16-bit words is ceil(elements / 3) MEMSET
+          instructions (a, b, c per slot; at least one), each ``ctrl.memset_issue_cycles``.
+``host``  A host step takes ``elements / host.elements_per_second`` seconds on one A53 core
+          plus a fixed per-op overhead (driver call, cache maintenance; both assumed),
+          converted to core cycles so every lane shares one time base.
+
+>>> from pccx_flow.hardware.profile import load_profile
+>>> node = {"op": "GEMV", "lane_class": "gemv", "macs": 512 * 2048,
+...         "weight_bytes": 512 * 2048 // 2 + 4 * 512, "act_bytes": 0, "elements": 0}
+>>> node_cycles(node, load_profile("v002-spec"))
+52639
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+from math import ceil
+
+from pccx_flow.errors import GraphError, ProfileError
+from pccx_flow.graph.nodes import lane_can_run
+from pccx_flow.hardware.profile import Profile
+
+
+def _exact(x: float) -> Fraction:
+    """A profile number as an exact fraction of its decimal text (3.1 is 31/10, not a float)."""
+    return Fraction(x) if isinstance(x, int) else Fraction(repr(x))
+
+
+def _int_attr(node: Mapping, name: str) -> int:
+    value = node.get(name, 0) or 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise GraphError(
+            f"node {node.get('id', '?')}: attribute {name!r} must be a non-negative int,"
+            f" got {value!r}; rebuild the graph"
+        )
+    return value
+
+
+def axi_to_core(axi_cycles: Fraction | int, profile: Profile) -> Fraction:
+    """AXI clock cycles expressed in core clock cycles (exact)."""
+    return Fraction(axi_cycles) * _exact(profile.core_hz) / _exact(profile.axi_hz)
+
+
+def seconds_to_core(seconds: Fraction | float, profile: Profile) -> Fraction:
+    """Seconds expressed in core clock cycles (exact)."""
+    s = seconds if isinstance(seconds, Fraction) else _exact(seconds)
+    return s * _exact(profile.core_hz)
+
+
+def _gemv(node: Mapping, p: Profile) -> Fraction:
+    mac = Fraction(_int_attr(node, "macs"), p.gemv.macs_per_cycle)
+    port = axi_to_core(
+        Fraction(_int_attr(node, "weight_bytes"), p.gemv.port_bytes_per_axi_clock), p
+    )
+    return max(mac, port) + p.gemv.latency_cycles
+
+
+def _gemm(node: Mapping, p: Profile) -> Fraction:
+    mac = Fraction(_int_attr(node, "macs"), p.gemm.macs_per_cycle)
+    per_axi = p.gemm.ports * p.gemm.port_bytes_per_axi_clock
+    port = axi_to_core(Fraction(_int_attr(node, "weight_bytes"), per_axi), p)
+    return max(mac, port) + p.gemm.latency_cycles
+
+
+def cvo_instructions(elements: int, profile: Profile) -> int:
+    """How many CVO instructions a CVO node of `elements` elements stands for (at least 1)."""
+    return max(1, ceil(elements / profile.sfu.max_elements))
+
+
+def _cvo(node: Mapping, p: Profile) -> Fraction:
+    func = node.get("func")
+    if func not in p.sfu.latency_cycles:
+        raise GraphError(
+            f"node {node.get('id', '?')}: CVO function {func!r} is not one of"
+            f" {', '.join(p.sfu.latency_cycles)}; rebuild the graph"
+        )
+    rate = _exact(
+        p.sfu.reduce_sum_cycles_per_element if func == "REDUCE_SUM" else p.sfu.cycles_per_element
+    )
+    n = _int_attr(node, "elements")
+    full, rest = divmod(n, p.sfu.max_elements)
+    body = full * ceil(rate * p.sfu.max_elements) + (ceil(rate * rest) if rest else 0)
+    return Fraction(body + cvo_instructions(n, p) * p.sfu.latency_cycles[func])
+
+
+def _memcpy(node: Mapping, p: Profile) -> Fraction:
+    nbytes = _int_attr(node, "act_bytes")
+    descriptors = max(1, ceil(nbytes / p.dma.max_descriptor_bytes))
+    transfer = axi_to_core(Fraction(nbytes, p.dma.bytes_per_axi_clock), p)
+    return transfer + descriptors * seconds_to_core(p.dma.descriptor_overhead_seconds, p)
+
+
+def _memset(node: Mapping, p: Profile) -> Fraction:
+    instructions = max(1, ceil(_int_attr(node, "elements") / p.ctrl.words_per_memset))
+    return Fraction(instructions * p.ctrl.memset_issue_cycles)
+
+
+def _host(node: Mapping, p: Profile) -> Fraction:
+    seconds = Fraction(_int_attr(node, "elements")) / _exact(p.host.elements_per_second)
+    return seconds_to_core(seconds + _exact(p.host.op_overhead_seconds), p)
+
+
+_COSTS = {
+    "gemv": _gemv,
+    "gemm": _gemm,
+    "sfu": _cvo,
+    "dma": _memcpy,
+    "ctrl": _memset,
+    "host": _host,
+}
+
+
+def node_cycles(node: Mapping, profile: Profile) -> int:
+    """Core cycles `node` occupies a lane of its ``lane_class`` on `profile` (at least 1)."""
+    lane_class, op = node.get("lane_class"), node.get("op")
+    if lane_class not in _COSTS:
+        raise GraphError(
+            f"node {node.get('id', '?')}: unknown lane class {lane_class!r}; rebuild the graph"
+        )
+    if not lane_can_run(lane_class, op):
+        raise GraphError(
+            f"node {node.get('id', '?')}: a {lane_class} lane cannot run op {op!r}; rebuild"
+            " the graph"
+        )
+    if profile.lanes.get(lane_class, 0) < 1:
+        raise ProfileError(
+            f"profile {profile.name} has no {lane_class!r} lane for node {node.get('id', '?')}"
+            f" (op {op}); use a profile with {lane_class} lanes, e.g. v002-spec"
+        )
+    return max(1, ceil(_COSTS[lane_class](node, profile)))
+
+
+def node_resources(node: Mapping, profile: Profile) -> tuple[str, ...]:
+    """Pool names `node` holds for its whole duration (one unit each).
+
+    A GEMV tile holds one weight port while it streams its weights (HP2 or HP3); nothing else
+    holds a pool: the GEMM array owns HP0/HP1 and the ACP DMA is the ``dma`` lane itself, so
+    their lanes already serialise them. DDR bandwidth is a bound (`pccx_flow.bounds`), not an
+    exclusive resource.
+    """
+    if node.get("lane_class") == "gemv" and (node.get("weight_bytes") or 0) > 0:
+        if profile.pools.get("weight_port", 0) < 1:
+            raise ProfileError(
+                f"profile {profile.name} has no weight_port pool for GEMV node"
+                f" {node.get('id', '?')}; add [pools] weight_port"
+            )
+        return ("weight_port",)
+    return ()
+
+
+def cycles_to_seconds(cycles: float, profile: Profile) -> float:
+    """Core cycles as seconds on `profile` (a model estimate, not a measurement)."""
+    return float(cycles) / float(profile.core_hz)
+
+
+def annotate_costs(graph, profile: Profile) -> None:
+    """Set each node's ``cycles`` (int) and ``resources`` (list of pool names) in place.
+
+    ``resources`` is a list so the graph stays JSON-compatible; the graph records the
+    profile's name in ``graph.graph["profile"]``.
+    """
+    for node_id, attrs in graph.nodes(data=True):
+        view = attrs if "id" in attrs else {**attrs, "id": node_id}
+        attrs["cycles"] = node_cycles(view, profile)
+        attrs["resources"] = list(node_resources(view, profile))
+    graph.graph["profile"] = profile.name

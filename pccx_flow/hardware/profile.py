@@ -1,0 +1,449 @@
+"""Hardware profiles: what a pccx v002 build has, as data loaded from TOML.
+
+A profile lists the lanes (how many units of each class), the shared exclusive resource
+pools, the clocks and the per-unit numbers the cost model needs, and the register map a
+board backend needs. Profiles are data, not code, because the documentation, the RTL and the
+deployed bitstream disagree (``pccx-v002.md``): the two built-ins are ``v002-spec`` (design
+intent) and ``v002-as-built`` (what the RTL and the KV260 do today), and a user can load a
+TOML file of their own.
+
+Every number in a profile file is written ``{ value = ..., tag = "...", note = "..." }`` where
+the tag says where it comes from (`TAGS`): the pccx documentation, the RTL, the board,
+arithmetic on those, or an assumption pccx-flow makes because pccx never stated it. A user file
+may also write a bare number (its tag is then ``user``), and may start from a built-in with
+``extends = "v002-spec"`` in its ``[profile]`` table, overriding only what it changes.
+
+>>> p = load_profile("v002-spec")
+>>> p.core_hz, p.lanes["gemv"], p.pools["weight_port"]
+(400000000, 4, 2)
+>>> p.lane_ids()[:2]
+[('gemv0', 'gemv'), ('gemv1', 'gemv')]
+>>> p.provenance["sfu.cycles_per_element"].tag
+'derived'
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pccx_flow.errors import ProfileError
+from pccx_flow.graph.nodes import CVO_FUNCS, LANE_CLASSES
+
+TAGS = ("spec", "rtl", "board", "derived", "assumed", "user")
+
+# Value kinds a field may have; the check and the words of the error message.
+_KINDS = {
+    "int": (lambda v: _is_int(v) and v > 0, "a positive integer"),
+    "int0": (lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
+    "num": (lambda v: _is_num(v) and v > 0, "a positive number"),
+    "num0": (lambda v: _is_num(v) and v >= 0, "a non-negative number"),
+    "intlist0": (
+        lambda v: isinstance(v, list) and all(_is_int(x) and x >= 0 for x in v),
+        "a list of non-negative integers",
+    ),
+}
+
+# Every section of a profile file and the kind of each of its fields. `lanes`, the CVO
+# latency table and the DataMover pages are checked separately (their keys are names).
+SCHEMA: dict[str, dict[str, str]] = {
+    "clocks": {"core_hz": "num", "axi_hz": "num"},
+    "pools": {"weight_port": "int"},
+    "gemv": {
+        "macs_per_cycle": "int",
+        "latency_cycles": "int0",
+        "port_bytes_per_axi_clock": "int",
+        "max_rows_per_instruction": "int",
+    },
+    "gemm": {
+        "macs_per_cycle": "int",
+        "latency_cycles": "int0",
+        "ports": "int",
+        "port_bytes_per_axi_clock": "int",
+    },
+    "sfu": {
+        "cycles_per_element": "num",
+        "reduce_sum_cycles_per_element": "num",
+        "max_elements": "int",
+        "l2_reach_bytes": "int",
+    },
+    "dma": {
+        "bytes_per_axi_clock": "int",
+        "descriptors_in_flight": "int",
+        "descriptor_overhead_seconds": "num0",
+        "max_descriptor_bytes": "int",
+    },
+    "ctrl": {"memset_issue_cycles": "int", "words_per_memset": "int"},
+    "host": {
+        "cores": "int",
+        "clock_hz": "num",
+        "elements_per_second": "num",
+        "op_overhead_seconds": "num0",
+    },
+    "memory": {
+        "ddr_peak_bytes_per_second": "num",
+        "ddr_effective_bytes_per_second": "num",
+        "ddr_bytes": "int",
+        "l2_bytes": "int",
+        "l2_ports": "int",
+        "l1_entries": "int",
+        "l1_lanes": "int",
+        "const_cache_slots": "int",
+    },
+    "registers": {
+        "base": "int0",
+        "window_bytes": "int",
+        "instruction_offset": "int0",
+        "kick_offset": "int0",
+        "status_offset": "int0",
+        "status_offset_alternatives": "intlist0",
+        "busy_bit": "int0",
+        "done_bit": "int0",
+        "max_batch": "int",
+        "poll_timeout_seconds": "num",
+    },
+}
+_NAMED_TABLES = {"sfu": "latency_cycles", "registers": "datamover_pages"}
+_SECTIONS = ("profile", "lanes", *SCHEMA)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where one number of a profile comes from (a tag of `TAGS`) and a short note."""
+
+    tag: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class GemvUnit:
+    """One GEMV lane: MAC rate, pipeline latency and the weight port that feeds it."""
+
+    macs_per_cycle: int
+    latency_cycles: int
+    port_bytes_per_axi_clock: int
+    max_rows_per_instruction: int
+
+
+@dataclass(frozen=True)
+class GemmUnit:
+    """The GEMM systolic array and its own weight ports (HP0, HP1)."""
+
+    macs_per_cycle: int
+    latency_cycles: int
+    ports: int
+    port_bytes_per_axi_clock: int
+
+
+@dataclass(frozen=True)
+class SfuUnit:
+    """The SFU/CVO unit: its L2-fed rate, per-function pipeline latency and limits."""
+
+    cycles_per_element: float
+    reduce_sum_cycles_per_element: float
+    max_elements: int
+    l2_reach_bytes: int
+    latency_cycles: dict[str, int]
+
+
+@dataclass(frozen=True)
+class DmaUnit:
+    """The ACP activation DMA (host DDR <-> L2 port A)."""
+
+    bytes_per_axi_clock: int
+    descriptors_in_flight: int
+    descriptor_overhead_seconds: float
+    max_descriptor_bytes: int
+
+
+@dataclass(frozen=True)
+class CtrlUnit:
+    """The issue path as far as MEMSET is concerned."""
+
+    memset_issue_cycles: int
+    words_per_memset: int
+
+
+@dataclass(frozen=True)
+class HostUnit:
+    """The host CPU that runs every op without a pccx instruction."""
+
+    cores: int
+    clock_hz: float
+    elements_per_second: float
+    op_overhead_seconds: float
+
+
+@dataclass(frozen=True)
+class Memory:
+    """DDR, L2, L1 and constant cache sizes and bandwidths."""
+
+    ddr_peak_bytes_per_second: float
+    ddr_effective_bytes_per_second: float
+    ddr_bytes: int
+    l2_bytes: int
+    l2_ports: int
+    l1_entries: int
+    l1_lanes: int
+    const_cache_slots: int
+
+
+@dataclass(frozen=True)
+class RegisterMap:
+    """The NPU's AXI-Lite window and DataMover helper pages, for a board backend."""
+
+    base: int
+    window_bytes: int
+    instruction_offset: int
+    kick_offset: int
+    status_offset: int
+    status_offset_alternatives: list[int]
+    busy_bit: int
+    done_bit: int
+    max_batch: int
+    poll_timeout_seconds: float
+    datamover_pages: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One pccx v002 hardware profile (see the module docstring)."""
+
+    name: str
+    description: str
+    source: str
+    core_hz: float
+    axi_hz: float
+    lanes: dict[str, int]  # lane class -> number of lanes, in `LANE_CLASSES` order
+    pools: dict[str, int]  # exclusive resource pool -> units
+    gemv: GemvUnit
+    gemm: GemmUnit
+    sfu: SfuUnit
+    dma: DmaUnit
+    ctrl: CtrlUnit
+    host: HostUnit
+    memory: Memory
+    registers: RegisterMap
+    provenance: dict[str, Provenance] = field(default_factory=dict)  # "section.field" -> tag
+
+    def lane_ids(self) -> list[tuple[str, str]]:
+        """Every lane as ``(lane_id, lane_class)``, classes in `LANE_CLASSES` order."""
+        return [(f"{cls}{i}", cls) for cls, n in self.lanes.items() for i in range(n)]
+
+    def to_dict(self) -> dict:
+        """The profile as JSON-compatible plain data (provenance included)."""
+        out = asdict(self)
+        out["provenance"] = {k: asdict(v) for k, v in self.provenance.items()}
+        return out
+
+
+def list_profiles() -> list[str]:
+    """Names of the built-in profiles."""
+    folder = resources.files("pccx_flow.hardware") / "profiles"
+    return sorted(p.name[: -len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def load_profile(name_or_path: str | Path) -> Profile:
+    """A built-in profile by name, or a user's TOML file by path, checked field by field."""
+    raw, where = _read_raw(name_or_path)
+    return _build(raw, where)
+
+
+def _builtin_text(name: str) -> str:
+    return (resources.files("pccx_flow.hardware") / "profiles" / f"{name}.toml").read_text()
+
+
+def _read_raw(name_or_path: str | Path) -> tuple[dict, str]:
+    """The parsed TOML (with any ``extends`` base merged in) and a label for messages."""
+    builtins = list_profiles()
+    if isinstance(name_or_path, str) and name_or_path in builtins:
+        return tomllib.loads(_builtin_text(name_or_path)), name_or_path
+    path = Path(name_or_path)
+    looks_like_path = isinstance(name_or_path, Path) or path.suffix == ".toml" or "/" in str(path)
+    if not looks_like_path and not path.exists():
+        raise ProfileError(
+            f"unknown hardware profile {str(name_or_path)!r}; built-ins: {', '.join(builtins)},"
+            " or give the path of a .toml profile file"
+        )
+    where = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise ProfileError(
+            f"cannot read profile file {where}: {reason}; check the path and its permissions"
+        ) from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(
+            f"profile {where}: TOML syntax error: {exc}; fix the file at that line"
+        ) from None
+    base = raw.get("profile", {}).get("extends") if isinstance(raw.get("profile"), dict) else None
+    if base is not None:
+        if base not in builtins:
+            raise ProfileError(
+                f"profile {where}: 'profile.extends' = {base!r} is not a built-in profile;"
+                f" use one of {', '.join(builtins)}"
+            )
+        merged = _merge(tomllib.loads(_builtin_text(base)), raw)
+        merged["profile"] = {
+            "description": f"{base} with the overrides of {where}",
+            "source": where,
+            **{k: v for k, v in raw["profile"].items() if k != "extends"},
+        }
+        raw = merged
+    if isinstance(raw.get("profile"), dict):
+        raw["profile"].setdefault("source", where)
+    return raw, where
+
+
+def _merge(base: dict, over: dict) -> dict:
+    """`base` with the tables of `over` merged in; a field's value replaces the base's whole."""
+    out = dict(base)
+    for key, value in over.items():
+        old = out.get(key)
+        if isinstance(old, dict) and isinstance(value, dict) and "value" not in old:
+            out[key] = _merge(old, value)
+        else:
+            out[key] = value
+    return out
+
+
+class _Reader:
+    """Pulls checked values out of the raw TOML and records their provenance."""
+
+    def __init__(self, raw: dict, where: str):
+        self.raw = raw
+        self.where = where
+        self.provenance: dict[str, Provenance] = {}
+
+    def fail(self, what: str) -> ProfileError:
+        return ProfileError(f"profile {self.where}: {what}")
+
+    def table(self, name: str, parent: dict | None = None, label: str | None = None) -> dict:
+        holder = self.raw if parent is None else parent
+        label = label or name
+        if name not in holder:
+            raise self.fail(f"missing table [{label}]; add it (see the built-in v002-spec.toml)")
+        value = holder[name]
+        if not isinstance(value, dict):
+            raise self.fail(f"[{label}] must be a table, got {type(value).__name__}")
+        return value
+
+    def value(self, table: dict, key: str, label: str, kind: str) -> Any:
+        if key not in table:
+            raise self.fail(f"missing field '{label}'; add it with a value and a provenance tag")
+        entry = table[key]
+        if isinstance(entry, dict):
+            unknown = set(entry) - {"value", "tag", "note"}
+            if unknown:
+                raise self.fail(
+                    f"field '{label}' has unknown keys {sorted(unknown)};"
+                    " a field is {{ value = ..., tag = ..., note = ... }}"
+                )
+            if "value" not in entry:
+                raise self.fail(
+                    f"field '{label}' has no 'value'; write {{ value = ..., tag = ... }}"
+                )
+            tag, note = entry.get("tag", "user"), entry.get("note", "")
+            if tag not in TAGS:
+                raise self.fail(f"field '{label}' has tag {tag!r}; use one of {', '.join(TAGS)}")
+            if not isinstance(note, str):
+                raise self.fail(f"field '{label}' note must be a string")
+            value = entry["value"]
+        else:
+            value, tag, note = entry, "user", ""
+        check, words = _KINDS[kind]
+        if not check(value):
+            raise self.fail(
+                f"field '{label}' must be {words}, got {value!r} ({type(value).__name__})"
+            )
+        self.provenance[label] = Provenance(tag, note)
+        return value
+
+    def section(self, name: str) -> dict[str, Any]:
+        table = self.table(name)
+        fields = SCHEMA[name]
+        named = _NAMED_TABLES.get(name)
+        unknown = set(table) - set(fields) - ({named} if named else set())
+        if unknown:
+            raise self.fail(
+                f"unknown field '{name}.{sorted(unknown)[0]}'; [{name}] has"
+                f" {', '.join(sorted(fields) + ([named] if named else []))}"
+            )
+        return {k: self.value(table, k, f"{name}.{k}", kind) for k, kind in fields.items()}
+
+    def named(self, section: str, sub: str, kind: str, keys: tuple[str, ...] | None) -> dict:
+        label = f"{section}.{sub}"
+        table = self.table(sub, self.table(section), label)
+        if keys is not None:
+            unknown = set(table) - set(keys)
+            if unknown:
+                raise self.fail(
+                    f"unknown key '{label}.{sorted(unknown)[0]}'; use {', '.join(keys)}"
+                )
+        names = keys if keys is not None else tuple(table)
+        return {k: self.value(table, k, f"{label}.{k}", kind) for k in names}
+
+
+def _build(raw: dict, where: str) -> Profile:
+    r = _Reader(raw, where)
+    unknown = set(raw) - set(_SECTIONS)
+    if unknown:
+        raise r.fail(f"unknown table [{sorted(unknown)[0]}]; a profile has {', '.join(_SECTIONS)}")
+    head = r.table("profile")
+    for key in ("name", "description", "source"):
+        if not isinstance(head.get(key), str) or not head[key].strip():
+            raise r.fail(f"missing field 'profile.{key}'; add a non-empty string")
+    extra = set(head) - {"name", "description", "source", "extends"}
+    if extra:
+        raise r.fail(
+            f"unknown field 'profile.{sorted(extra)[0]}'; [profile] has name,"
+            " description, source, extends"
+        )
+
+    lanes_raw = r.table("lanes")
+    unknown = [k for k in lanes_raw if k not in LANE_CLASSES]
+    if unknown:
+        raise r.fail(
+            f"unknown lane class 'lanes.{unknown[0]}'; lane classes are {', '.join(LANE_CLASSES)}"
+        )
+    if not lanes_raw:
+        raise r.fail("[lanes] is empty; give at least one lane class a count")
+    lanes = {c: r.value(lanes_raw, c, f"lanes.{c}", "int") for c in LANE_CLASSES if c in lanes_raw}
+
+    clocks = r.section("clocks")
+    sfu = r.section("sfu")
+    sfu["latency_cycles"] = r.named("sfu", "latency_cycles", "int0", CVO_FUNCS)
+    regs = r.section("registers")
+    regs["datamover_pages"] = r.named("registers", "datamover_pages", "int0", None)
+    return Profile(
+        name=head["name"],
+        description=head["description"],
+        source=head["source"],
+        core_hz=clocks["core_hz"],
+        axi_hz=clocks["axi_hz"],
+        lanes=lanes,
+        pools=r.section("pools"),
+        gemv=GemvUnit(**r.section("gemv")),
+        gemm=GemmUnit(**r.section("gemm")),
+        sfu=SfuUnit(**sfu),
+        dma=DmaUnit(**r.section("dma")),
+        ctrl=CtrlUnit(**r.section("ctrl")),
+        host=HostUnit(**r.section("host")),
+        memory=Memory(**r.section("memory")),
+        registers=RegisterMap(**regs),
+        provenance=dict(r.provenance),
+    )
