@@ -1,0 +1,304 @@
+"""Read a pccx split-`.npy` checkpoint lazily, one memory-mapped file per tensor.
+
+Layout (``gemma3n-semantics.md``, "Checkpoint tensor names"): a directory with one file per
+tensor, ``model.language_model.<key>.npy``. An INT4 tensor is packed ``uint8 [rows, cols/2]``
+plus ``<full key>.scale.npy`` (float32, one scale per row); a float32 tensor is stored in its
+logical shape. ``manifest.json`` is written last, so its presence means the directory is
+complete. Like the pccx runtime, the reader takes either storage form for any 2-D tensor and a
+minimal manifest ``{"mode": "int4"}`` (then the caller must pass the config).
+
+Nothing is read until it is used, and nothing is loaded whole: E4B is ~3.6 GB and a GEMV tile
+or an embedding row only needs a few rows. A `Checkpoint` pickles as its path and config only,
+so the Dask executor can ship it to worker processes, which reopen the files themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import numpy as np
+
+from pccx_flow.errors import (
+    ConfigError,
+    InputError,
+    MissingTensorError,
+    TensorFormatError,
+    WeightsError,
+)
+from pccx_flow.model.config import PRESETS, Gemma3nConfig
+from pccx_flow.model.tensors import KEY_PREFIX, TensorSpec, tensor_manifest
+from pccx_flow.weights.int4 import dequantize_rows
+from pccx_flow.weights.npy import NpyHeader, open_readonly
+
+MANIFEST_NAME = "manifest.json"
+FORMAT_NAME = "pccx-split-npy"
+FORMAT_VERSION = 1
+MODES = ("int4", "float32")
+
+# Config fields that decide tensor shapes; a caller's config must agree with the manifest's.
+SHAPE_FIELDS = (
+    "hidden",
+    "ffn",
+    "n_layers",
+    "n_q_heads",
+    "n_kv_heads",
+    "head_dim",
+    "vocab",
+    "vocab_per_layer",
+    "ple_dim",
+    "altup_streams",
+    "laurel_rank",
+)
+
+
+def tensor_path(directory: Path | str, key: str) -> Path:
+    """File of a tensor's data: ``<dir>/model.language_model.<key>.npy``."""
+    return Path(directory) / f"{KEY_PREFIX}{key}.npy"
+
+
+def scale_path(directory: Path | str, key: str) -> Path:
+    """File of an INT4 tensor's per-row scales: ``<dir>/model.language_model.<key>.scale.npy``."""
+    return Path(directory) / f"{KEY_PREFIX}{key}.scale.npy"
+
+
+def short_key(key: str) -> str:
+    """Accept a short key or a full ``model.language_model.`` key; return the short key."""
+    return key[len(KEY_PREFIX) :] if key.startswith(KEY_PREFIX) else key
+
+
+def config_from_dict(data: dict, where: str) -> Gemma3nConfig:
+    """Build a config from a manifest's ``config`` object, with a one-line error if it is bad."""
+    known = {f.name for f in fields(Gemma3nConfig)}
+    if not isinstance(data, dict):
+        raise WeightsError(f"{where}: 'config' must be an object")
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise WeightsError(f"{where}: unknown config fields {', '.join(unknown)}")
+    try:
+        return Gemma3nConfig(**data)
+    except TypeError as exc:
+        raise WeightsError(f"{where}: incomplete config ({exc})") from None
+
+
+def check_same_shapes(given: Gemma3nConfig, stored: Gemma3nConfig, where: str) -> None:
+    """Raise `ConfigError` if two configs disagree on anything that changes a tensor shape."""
+    diff = [f for f in SHAPE_FIELDS if getattr(given, f) != getattr(stored, f)]
+    if diff:
+        f = diff[0]
+        raise ConfigError(
+            f"{where} was written for config {stored.name!r} ({f}={getattr(stored, f)}) but config "
+            f"{given.name!r} has {f}={getattr(given, f)}; pass the matching --preset or none"
+        )
+
+
+def read_manifest(directory: Path) -> dict:
+    """Load and sanity-check ``manifest.json``; raise `WeightsError` if absent or malformed."""
+    path = directory / MANIFEST_NAME
+    if not directory.is_dir():
+        raise WeightsError(f"checkpoint {directory} is not a directory; give a checkpoint folder")
+    if not path.is_file():
+        raise WeightsError(
+            f"checkpoint {directory} has no {MANIFEST_NAME}: it is incomplete or not a checkpoint;"
+            " rerun `pccx-flow weights synth` or `weights import`"
+        )
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise WeightsError(f"{path}: not valid JSON ({exc}); rewrite the manifest") from None
+    if not isinstance(manifest, dict):
+        raise WeightsError(f'{path}: must be a JSON object like {{"mode": "int4"}}')
+    mode = manifest.get("mode")
+    if mode not in MODES:
+        raise WeightsError(f"{path}: mode {mode!r} unknown; expected one of {', '.join(MODES)}")
+    fmt = manifest.get("format", FORMAT_NAME)
+    if fmt != FORMAT_NAME:
+        raise WeightsError(f"{path}: format {fmt!r} unknown; expected {FORMAT_NAME!r}")
+    return manifest
+
+
+def resolve_config(directory: Path, manifest: dict, config: Gemma3nConfig | None) -> Gemma3nConfig:
+    """The config a checkpoint is read with: the caller's, checked against the manifest's."""
+    where = f"checkpoint {directory}"
+    stored = None
+    if "config" in manifest:
+        stored = config_from_dict(manifest["config"], f"{directory / MANIFEST_NAME}")
+    elif manifest.get("preset") in PRESETS:
+        stored = PRESETS[manifest["preset"]]
+    if config is None:
+        if stored is None:
+            raise ConfigError(
+                f"{where}: its manifest names no config; pass one (CLI: --preset e4b or tiny)"
+            )
+        return stored
+    if stored is not None:
+        check_same_shapes(config, stored, where)
+    return config
+
+
+@dataclass
+class _Opened:
+    """One tensor's mapped files, checked against its spec."""
+
+    storage: str  # "int4" or "float32", as found on disk
+    data: np.ndarray  # packed uint8 [rows, cols/2] or float32 in the logical shape
+    scale: np.ndarray | None  # float32 [rows] for int4
+
+
+def _expected_forms(spec: TensorSpec) -> str:
+    shape = list(spec.shape)
+    forms = [f"float32 {shape}"]
+    if len(shape) == 2:
+        forms.append(f"uint8 {[shape[0], shape[1] // 2]} + scale float32 [{shape[0]}]")
+    return " or ".join(forms)
+
+
+def open_tensor(directory: Path, spec: TensorSpec) -> _Opened:
+    """Check a tensor's file(s) against its spec and map them read-only."""
+    what = f"tensor {spec.key}"
+    path = tensor_path(directory, spec.key)
+    try:
+        data, header = open_readonly(path, what)
+    except FileNotFoundError:
+        raise MissingTensorError(f"{what} is missing: no file {path.name} in {directory}") from None
+    storage = _storage_of(header, spec, path)
+    if storage == "float32":
+        return _Opened("float32", data, None)
+    spath = scale_path(directory, spec.key)
+    try:
+        scale, sheader = open_readonly(spath, f"scales of {spec.key}")
+    except FileNotFoundError:
+        raise MissingTensorError(
+            f"{what} is stored packed (uint8) but its scales {spath.name} are missing"
+        ) from None
+    if sheader.dtype != np.float32 or sheader.shape != (spec.shape[0],):
+        raise TensorFormatError(
+            f"scales of {spec.key}: {spath.name} is {sheader.dtype} {list(sheader.shape)}, "
+            f"expected float32 [{spec.shape[0]}]"
+        )
+    return _Opened("int4", data, np.array(scale))
+
+
+def _storage_of(header: NpyHeader, spec: TensorSpec, path: Path) -> str:
+    shape = spec.shape
+    if header.dtype == np.float32 and header.shape == shape:
+        return "float32"
+    packed = (shape[0], shape[1] // 2) if len(shape) == 2 and shape[1] % 2 == 0 else None
+    if packed and header.dtype == np.uint8 and header.shape == packed:
+        return "int4"
+    raise TensorFormatError(
+        f"tensor {spec.key}: {path.name} is {header.dtype} {list(header.shape)}, expected "
+        f"{_expected_forms(spec)}; rewrite the checkpoint for this config"
+    )
+
+
+class Checkpoint:
+    """A checkpoint directory read through memory maps, tensor by tensor, on first use."""
+
+    def __init__(self, path: Path | str, config: Gemma3nConfig, manifest: dict | None = None):
+        self.path = Path(path)
+        self.config = config
+        self._manifest = manifest
+        self._specs = {t.key: t for t in tensor_manifest(config)}
+        self._opened: dict[str, _Opened] = {}
+        self._lock = threading.Lock()
+
+    # Pickle the path and config only; memmaps are reopened lazily on the other side.
+    def __getstate__(self) -> dict:
+        return {"path": str(self.path), "config": self.config}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["path"], state["config"])
+
+    @property
+    def manifest(self) -> dict:
+        """The parsed ``manifest.json`` (read again after unpickling, on first use)."""
+        if self._manifest is None:
+            self._manifest = read_manifest(self.path)
+        return self._manifest
+
+    def __repr__(self) -> str:
+        return f"Checkpoint({str(self.path)!r}, config={self.config.name!r})"
+
+    def keys(self) -> list[str]:
+        """Short keys of every tensor the config needs, model-level first, then by layer."""
+        return list(self._specs)
+
+    def spec(self, key: str) -> TensorSpec:
+        k = short_key(key)
+        try:
+            return self._specs[k]
+        except KeyError:
+            raise MissingTensorError(
+                f"{key!r} is not a tensor of config {self.config.name!r}; see `Checkpoint.keys()`"
+            ) from None
+
+    def _open(self, key: str) -> _Opened:
+        spec = self.spec(key)
+        opened = self._opened.get(spec.key)
+        if opened is None:
+            with self._lock:
+                opened = self._opened.get(spec.key)
+                if opened is None:
+                    opened = open_tensor(self.path, spec)
+                    self._opened[spec.key] = opened
+        return opened
+
+    def storage(self, key: str) -> str:
+        """``"int4"`` or ``"float32"``: how the tensor is stored on disk."""
+        return self._open(key).storage
+
+    def tensor(self, key: str) -> np.ndarray:
+        """The whole logical tensor as a fresh float32 array (INT4 dequantised)."""
+        t = self._open(key)
+        if t.storage == "int4":
+            return dequantize_rows(t.data, t.scale)
+        return np.array(t.data, dtype=np.float32)
+
+    def rows(self, key: str, start: int, stop: int) -> np.ndarray:
+        """Rows ``start:stop`` of a 2-D tensor as float32, dequantising only those rows."""
+        spec = self.spec(key)
+        if len(spec.shape) != 2:
+            raise TensorFormatError(f"tensor {spec.key} is 1-D; rows() needs a matrix")
+        n = spec.shape[0]
+        if not (isinstance(start, int | np.integer) and isinstance(stop, int | np.integer)):
+            raise InputError(f"rows of {spec.key}: start and stop must be integers")
+        if not 0 <= start <= stop <= n:
+            raise InputError(
+                f"rows {start}:{stop} of {spec.key} out of range: it has rows 0..{n - 1}"
+            )
+        t = self._open(key)
+        if t.storage == "int4":
+            return dequantize_rows(t.data[start:stop], t.scale[start:stop])
+        return np.array(t.data[start:stop], dtype=np.float32)
+
+    def int4(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(packed uint8 memmap [rows, cols/2], scale float32 [rows])`` of an INT4 tensor."""
+        t = self._open(key)
+        if t.storage != "int4":
+            raise TensorFormatError(
+                f"tensor {short_key(key)} is stored float32, not INT4; use tensor() or float32()"
+            )
+        return t.data, t.scale
+
+    def float32(self, key: str) -> np.ndarray:
+        """Read-only float32 memmap of a tensor stored float32."""
+        t = self._open(key)
+        if t.storage != "float32":
+            raise TensorFormatError(
+                f"tensor {short_key(key)} is stored INT4, not float32; use tensor() or int4()"
+            )
+        return t.data
+
+
+def open_checkpoint(path: Path | str, config: Gemma3nConfig | None = None) -> Checkpoint:
+    """Open a checkpoint directory; tensors are checked and mapped on first use.
+
+    `config` is required when the manifest is the minimal ``{"mode": "int4"}``; when the
+    manifest has a config too, the two must agree on every shape.
+    """
+    directory = Path(path)
+    manifest = read_manifest(directory)
+    return Checkpoint(directory, resolve_config(directory, manifest, config), manifest)

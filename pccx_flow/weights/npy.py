@@ -1,0 +1,126 @@
+"""Safe `.npy` file access: header checks before mapping, and streamed writing.
+
+A checkpoint file is checked before any byte of data is used: it must be a `.npy` file, its
+dtype must not hold Python objects (those are pickles), and its size must match the size its
+header announces, so a truncated download fails with a message instead of a short memmap.
+Writing goes header-first then chunk by chunk through an ordinary file, so writing a
+multi-GB tensor needs only one chunk of memory (a `w+` memmap would keep every written page
+resident in this process).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pccx_flow.errors import TensorFormatError
+
+
+@dataclass(frozen=True)
+class NpyHeader:
+    """What a `.npy` header says about its array."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    fortran_order: bool
+    data_offset: int
+
+    @property
+    def data_bytes(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n * self.dtype.itemsize
+
+
+def read_header(path: Path, what: str) -> NpyHeader:
+    """Read and check the header of `path`; `what` names the tensor in error messages."""
+    try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+            elif version in ((2, 0), (3, 0)):
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+            else:
+                raise ValueError(f"unsupported .npy version {version}")
+            offset = f.tell()
+    except FileNotFoundError:
+        raise
+    except (ValueError, OSError, SyntaxError) as exc:
+        raise TensorFormatError(
+            f"{what}: {path.name} is not a readable .npy file ({exc}); rewrite it with numpy.save"
+        ) from None
+    if dtype.hasobject:
+        raise TensorFormatError(
+            f"{what}: {path.name} holds Python objects (a pickle); refused, store plain numbers"
+        )
+    header = NpyHeader(tuple(int(d) for d in shape), dtype, bool(fortran), offset)
+    expected = offset + header.data_bytes
+    actual = path.stat().st_size
+    if actual < expected:
+        raise TensorFormatError(
+            f"{what}: {path.name} is truncated: expected {expected} bytes, file has {actual}"
+        )
+    return header
+
+
+def open_readonly(path: Path, what: str) -> tuple[np.ndarray, NpyHeader]:
+    """Check `path` and memory-map it read-only (never unpickles)."""
+    header = read_header(path, what)
+    if header.data_bytes == 0:
+        return np.zeros(header.shape, header.dtype), header
+    array = np.load(path, mmap_mode="r", allow_pickle=False)
+    return array, header
+
+
+class NpyWriter:
+    """Write one `.npy` file row chunk by row chunk; the chunks must fill the shape exactly."""
+
+    def __init__(self, path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> None:
+        self.path = Path(path)
+        self.dtype = np.dtype(dtype)
+        self.shape = tuple(shape)
+        n = 1
+        for d in self.shape:
+            n *= d
+        self._remaining = n * self.dtype.itemsize
+        self._file = open(self.path, "wb")  # noqa: SIM115 - closed in close()
+        header = {
+            "descr": np.lib.format.dtype_to_descr(self.dtype),
+            "fortran_order": False,
+            "shape": self.shape,
+        }
+        np.lib.format.write_array_header_1_0(self._file, header)
+
+    def write(self, chunk: np.ndarray) -> int:
+        """Append `chunk` (C order, this file's dtype); returns the bytes written."""
+        data = np.ascontiguousarray(chunk, dtype=self.dtype)
+        if data.nbytes > self._remaining:
+            raise ValueError(f"{self.path.name}: more data than the shape {self.shape} holds")
+        self._file.write(data.data)
+        self._remaining -= data.nbytes
+        return data.nbytes
+
+    def close(self) -> None:
+        self._file.close()
+        if self._remaining:
+            raise ValueError(f"{self.path.name}: {self._remaining} bytes short of {self.shape}")
+
+    def __enter__(self) -> NpyWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self._file.close()
+
+
+def save_npy(path: Path, array: np.ndarray) -> int:
+    """Write a small array in one go through `NpyWriter`; returns bytes of data written."""
+    array = np.ascontiguousarray(array)
+    with NpyWriter(path, array.dtype, array.shape) as w:
+        return w.write(array)
