@@ -1,0 +1,215 @@
+"""Profiles carry the numbers of pccx-v002.md, and bad user files fail with one precise line."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from importlib import resources
+
+import pytest
+
+from pccx_flow.errors import ProfileError
+from pccx_flow.graph.nodes import CVO_FUNCS, LANE_CLASSES
+from pccx_flow.hardware.profile import TAGS, list_profiles, load_profile
+
+BUILTINS = ("v002-as-built", "v002-spec")
+
+
+def _builtin_text(name: str) -> str:
+    return (resources.files("pccx_flow.hardware") / "profiles" / f"{name}.toml").read_text()
+
+
+def test_list_profiles_names_the_two_builtins():
+    assert list_profiles() == list(BUILTINS)
+
+
+def test_spec_profile_numbers_match_pccx_v002_md():
+    p = load_profile("v002-spec")
+    assert (p.core_hz, p.axi_hz) == (400_000_000, 250_000_000)
+    assert p.lanes == {"gemv": 4, "gemm": 1, "sfu": 1, "dma": 1, "ctrl": 1, "host": 1}
+    assert p.pools == {"weight_port": 2}
+    assert (p.gemv.macs_per_cycle, p.gemv.latency_cycles) == (32, 5)
+    assert p.gemv.port_bytes_per_axi_clock == 16
+    assert (p.gemm.macs_per_cycle, p.gemm.latency_cycles, p.gemm.ports) == (2048, 64, 2)
+    assert p.sfu.latency_cycles["EXP"] == 4
+    assert p.sfu.latency_cycles["SQRT"] == 3
+    assert p.sfu.latency_cycles["RECIP"] == 4
+    assert p.sfu.latency_cycles["SCALE"] == 3
+    assert p.sfu.latency_cycles["GELU"] == 12
+    assert p.sfu.latency_cycles["SIN"] == p.sfu.latency_cycles["COS"] == 16
+    assert set(p.sfu.latency_cycles) == set(CVO_FUNCS)
+    assert (p.sfu.cycles_per_element, p.sfu.reduce_sum_cycles_per_element) == (3.1, 2.1)
+    assert p.sfu.max_elements == 2048
+    assert p.dma.bytes_per_axi_clock == 16 and p.dma.descriptors_in_flight == 1
+    assert p.memory.ddr_peak_bytes_per_second == 19.2e9
+    assert p.memory.ddr_effective_bytes_per_second == 10e9
+    assert p.memory.l2_bytes == 114_688 * 16 == int(1.75 * 2**20)
+    assert p.memory.const_cache_slots == 64
+    assert (p.host.cores, p.host.clock_hz) == (4, 1_330_000_000)
+
+
+def test_as_built_profile_numbers_match_pccx_v002_md():
+    p = load_profile("v002-as-built")
+    assert (p.core_hz, p.axi_hz) == (100_000_000, 100_000_000)
+    assert p.lanes["gemv"] == 2 and p.pools["weight_port"] == 2
+    assert (p.sfu.cycles_per_element, p.sfu.reduce_sum_cycles_per_element) == (3.1, 2.1)
+    assert p.sfu.l2_reach_bytes == 256 * 1024
+    assert p.provenance["lanes.gemv"].tag == "rtl"
+    assert p.provenance["clocks.core_hz"].tag == "board"
+
+
+def test_register_map_is_data():
+    r = load_profile("v002-as-built").registers
+    assert (r.base, r.window_bytes) == (0xA000_0000, 64 * 1024)
+    assert (r.instruction_offset, r.kick_offset, r.status_offset) == (0x000, 0x008, 0x010)
+    assert sorted(r.status_offset_alternatives) == [0x004, 0x008]
+    assert (r.busy_bit, r.done_bit, r.max_batch) == (0, 1, 8)
+    assert sorted(r.datamover_pages.values()) == [0xA000_0000 + k * 0x1000 for k in range(1, 7)]
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_every_builtin_number_has_a_provenance_tag_and_a_note(name):
+    raw = tomllib.loads(_builtin_text(name))
+    assert raw["profile"]["name"] == name
+
+    def leaves(table, prefix):
+        for key, value in table.items():
+            if isinstance(value, dict) and "value" not in value:
+                yield from leaves(value, f"{prefix}{key}.")
+            elif isinstance(value, dict):
+                yield f"{prefix}{key}", value
+
+    found = dict(leaves({k: v for k, v in raw.items() if k != "profile"}, ""))
+    assert len(found) > 50
+    for label, entry in found.items():
+        assert entry.get("tag") in TAGS and entry["tag"] != "user", label
+        assert entry.get("note"), label
+    assert set(load_profile(name).provenance) == set(found)
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_lane_ids_are_stable_and_follow_lane_classes(name):
+    p = load_profile(name)
+    ids = p.lane_ids()
+    assert len(ids) == sum(p.lanes.values()) and len({i for i, _ in ids}) == len(ids)
+    order = [LANE_CLASSES.index(c) for _, c in ids]
+    assert order == sorted(order)
+    assert ids[0] == ("gemv0", "gemv") and ids[-1] == ("host0", "host")
+
+
+def test_to_dict_is_json_and_keeps_provenance():
+    d = json.loads(json.dumps(load_profile("v002-spec").to_dict()))
+    assert d["name"] == "v002-spec" and d["lanes"]["gemv"] == 4
+    assert d["provenance"]["host.op_overhead_seconds"]["tag"] == "assumed"
+    assert d["registers"]["datamover_pages"]["hp2"] == 0xA000_3000
+
+
+def test_user_file_copy_of_a_builtin_loads(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text(_builtin_text("v002-spec").replace('"v002-spec"', '"mine"', 1))
+    p = load_profile(path)
+    assert p.name == "mine" and p.lanes == load_profile("v002-spec").lanes
+    assert load_profile(str(path)).name == "mine"
+
+
+def test_user_file_extends_a_builtin_with_bare_numbers(tmp_path):
+    path = tmp_path / "fast-sfu.toml"
+    path.write_text(
+        '[profile]\nname = "fast-sfu"\nextends = "v002-spec"\n'
+        "[sfu]\ncycles_per_element = 1.0\n"
+        '[lanes]\nhost = { value = 2, tag = "assumed", note = "two driver threads" }\n'
+    )
+    p = load_profile(path)
+    base = load_profile("v002-spec")
+    assert p.sfu.cycles_per_element == 1.0 and p.provenance["sfu.cycles_per_element"].tag == "user"
+    assert p.lanes["host"] == 2 and p.lanes["gemv"] == 4
+    assert p.sfu.latency_cycles == base.sfu.latency_cycles and p.core_hz == base.core_hz
+
+
+def _error(tmp_path, text: str) -> str:
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(ProfileError) as info:
+        load_profile(path)
+    message = str(info.value)
+    assert "\n" not in message and str(path) in message
+    return message
+
+
+def _spec_with(old: str, new: str) -> str:
+    text = _builtin_text("v002-spec")
+    assert old in text
+    return text.replace(old, new, 1)
+
+
+def test_unknown_builtin_lists_the_builtins():
+    with pytest.raises(ProfileError, match=r"unknown hardware profile 'v003'.*v002-as-built"):
+        load_profile("v003")
+
+
+def test_unreadable_file(tmp_path):
+    with pytest.raises(ProfileError, match=r"cannot read profile file .*nope\.toml"):
+        load_profile(tmp_path / "nope.toml")
+
+
+def test_syntax_error_names_the_line(tmp_path):
+    message = _error(tmp_path, '[profile]\nname = "x"\n[clocks\ncore_hz = 1\n')
+    assert "TOML syntax error" in message and "line 3" in message
+
+
+def test_missing_field_names_it(tmp_path):
+    text = _spec_with("macs_per_cycle = { value = 32,", "macs_per_cyclez = { value = 32,")
+    assert "unknown field 'gemv.macs_per_cyclez'" in _error(tmp_path, text)
+    text = "\n".join(
+        line for line in _builtin_text("v002-spec").splitlines() if not line.startswith("axi_hz")
+    )
+    assert "missing field 'clocks.axi_hz'" in _error(tmp_path, text)
+
+
+def test_missing_table_names_it(tmp_path):
+    text = _builtin_text("v002-spec").replace("[registers.datamover_pages]", "[other_pages]")
+    assert "unknown table [other_pages]" in _error(tmp_path, text)
+
+
+def test_negative_clock(tmp_path):
+    text = _spec_with("core_hz = { value = 400_000_000,", "core_hz = { value = -400_000_000,")
+    assert "field 'clocks.core_hz' must be a positive number, got -400000000" in _error(
+        tmp_path, text
+    )
+
+
+def test_zero_lane_count(tmp_path):
+    text = _spec_with('gemv = { value = 4, tag = "spec"', 'gemv = { value = 0, tag = "spec"')
+    assert "field 'lanes.gemv' must be a positive integer, got 0" in _error(tmp_path, text)
+
+
+def test_unknown_lane_class(tmp_path):
+    text = _spec_with("[lanes]\n", '[lanes]\ntpu = { value = 1, tag = "user" }\n')
+    message = _error(tmp_path, text)
+    assert "unknown lane class 'lanes.tpu'" in message and "gemv, gemm, sfu" in message
+
+
+def test_wrong_type(tmp_path):
+    text = _spec_with("max_batch = { value = 8,", 'max_batch = { value = "8",')
+    assert "field 'registers.max_batch' must be a positive integer, got '8' (str)" in _error(
+        tmp_path, text
+    )
+    text = _spec_with("l1_lanes = { value = 32,", "l1_lanes = { value = true,")
+    assert "field 'memory.l1_lanes' must be a positive integer, got True" in _error(tmp_path, text)
+
+
+def test_bad_provenance_tag(tmp_path):
+    text = _spec_with('ports = { value = 2, tag = "spec"', 'ports = { value = 2, tag = "guess"')
+    assert "field 'gemm.ports' has tag 'guess'" in _error(tmp_path, text)
+
+
+def test_missing_cvo_latency(tmp_path):
+    text = "\n".join(
+        line for line in _builtin_text("v002-spec").splitlines() if not line.startswith("GELU")
+    )
+    assert "missing field 'sfu.latency_cycles.GELU'" in _error(tmp_path, text)
+
+
+def test_extends_unknown_base(tmp_path):
+    message = _error(tmp_path, '[profile]\nname = "x"\nextends = "v001"\n')
+    assert "'profile.extends' = 'v001' is not a built-in" in message
