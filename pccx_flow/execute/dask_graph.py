@@ -1,0 +1,99 @@
+"""Turn a planned decode graph into a Dask task graph: one task per node, nothing fused.
+
+Keys lead with the op and the lane (``gemv-gemv1-L07-ffn-gate-t03-s12``), so the Dask
+dashboard groups tasks by op and lane (`dask.utils.key_split` keeps the leading alphabetic
+words), and end with the step tag, so keys are unique per decode step: a long-lived
+distributed client that saw the same key in an earlier step could otherwise hand back a stale
+result (``dask-notes.md``).
+
+Every task carries annotations: its ``lane_class``, and with a schedule its ``lane`` and a
+``priority`` from the schedule order (the first node scheduled gets the highest priority;
+Dask runs higher priorities first). The distributed scheduler honours priorities; the local
+threaded scheduler ignores annotations and orders tasks itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+from dask.task_spec import DataNode, Task, TaskRef
+
+from pccx_flow.execute.plan import NodeCall
+from pccx_flow.execute.runtime import StepContext, WeightsRef, run_node
+
+
+@dataclass
+class DaskStep:
+    """A Dask graph of one decode step and the maps between node ids and task keys."""
+
+    dsk: dict[str, Task]
+    key_of: dict[str, str]  # node id -> task key
+    node_of: dict[str, str]  # task key -> node id
+    annotations: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> annotations
+
+    def keys_for(self, nodes) -> list[str]:
+        return [self.key_of[n] for n in nodes]
+
+
+def task_key(node: str, attrs: dict, step_tag: str, lane: str | None = None) -> str:
+    """``<op>-<lane>-<node id with dashes>-<step tag>``, e.g. ``gemv-gemv-L07-ffn-gate-t03-s12``."""
+    op = str(attrs.get("op") or "node").lower()
+    lane = lane or attrs.get("lane_class") or "any"
+    return f"{op}-{lane}-{node.replace('.', '-')}-{step_tag}"
+
+
+def schedule_priorities(schedule: Any, nodes) -> dict[str, int]:
+    """Priority per node from a schedule's order: earlier in the order = higher priority."""
+    order = list(schedule.order())
+    n = len(order)
+    prio = {node: n - i for i, node in enumerate(order)}
+    return {node: prio.get(node, 0) for node in nodes}
+
+
+def build_dask_graph(
+    graph: nx.DiGraph,
+    calls: dict[str, NodeCall],
+    *,
+    kernels: str,
+    ctx: StepContext,
+    weights: WeightsRef,
+    externals: dict[str, dict],
+    step_tag: str,
+    schedule: Any = None,
+) -> DaskStep:
+    """One `Task` per node calling `run_node`; dependencies are `TaskRef`s to producers.
+
+    `kernels` names the kernel table (see `pccx_flow.execute.kernels.kernel_table`), so a
+    task ships a short name rather than a table of functions.
+
+    `externals` maps a node to the values it takes from the decode state (token id, KV rows
+    of earlier positions); they enter the graph as `DataNode`s so the task stays pure and a
+    worker process receives exactly the rows it needs.
+    """
+    lanes = {}
+    if schedule is not None:
+        lanes = {n: str(s.lane) for n, s in schedule.slots.items()}
+    key_of = {n: task_key(n, graph.nodes[n], step_tag, lanes.get(n)) for n in calls}
+    dsk: dict[str, Any] = {}
+    for node, call in calls.items():
+        key = key_of[node]
+        external = externals.get(node)
+        ext_arg = DataNode(None, external) if external is not None else None
+        refs = [TaskRef(key_of[p]) for p in call.producers]
+        dsk[key] = Task(key, run_node, call, kernels, ctx, weights, ext_arg, *refs)
+    annotations: dict[str, dict[str, Any]] = {}
+    prio = schedule_priorities(schedule, calls) if schedule is not None else {}
+    for node in calls:
+        ann: dict[str, Any] = {"lane_class": graph.nodes[node].get("lane_class", "host")}
+        if schedule is not None:
+            ann["lane"] = lanes.get(node, ann["lane_class"])
+            ann["priority"] = prio[node]
+        annotations[key_of[node]] = ann
+    return DaskStep(
+        dsk=dsk,
+        key_of=key_of,
+        node_of={k: n for n, k in key_of.items()},
+        annotations=annotations,
+    )

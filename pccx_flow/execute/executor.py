@@ -1,0 +1,216 @@
+"""Execute one decode step: the scheduled nodes compute the logits, on Dask or in a loop.
+
+`execute` turns the decode graph into a Dask graph (one task per node, see `dask_graph`),
+runs it on the local threaded scheduler by default or on a `distributed` cluster when given
+a client or an address, then commits the step's new K/V rows into the decode state and
+returns the logits. `run_sequential` calls the same kernels in topological order without
+Dask, to measure what Dask costs.
+
+>>> logits = execute(graph, ckpt, state)                       # doctest: +SKIP
+>>> logits = execute(graph, ckpt, state, scheduler="tcp://127.0.0.1:8786")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import dask
+import networkx as nx
+import numpy as np
+
+from pccx_flow.errors import ExecutionError, InputError
+from pccx_flow.execute import kernels as kernel_module
+from pccx_flow.execute.dask_graph import DaskStep, build_dask_graph
+from pccx_flow.execute.loop import run_calls_in_order
+from pccx_flow.execute.plan import NodeCall, plan_graph
+from pccx_flow.execute.runtime import StepContext, WeightsRef
+from pccx_flow.execute.state import DecodeState, commit_step
+
+_RUN_COUNTER = itertools.count()
+
+
+@dataclass
+class StepOutputs:
+    """What one executed step produced: logits, the new KV rows, and every node's outputs."""
+
+    logits: np.ndarray
+    kv_rows: dict[int, tuple[np.ndarray, np.ndarray]]
+    node_outputs: dict[str, tuple]
+
+
+def check_graph_matches_state(graph: nx.DiGraph, state: DecodeState) -> None:
+    """Raise `InputError` when the graph was built for another position, model or semantics."""
+    meta = graph.graph
+    if meta.get("position") is not None and meta["position"] != state.position:
+        raise InputError(
+            f"graph was built for position {meta['position']} but the decode state is at "
+            f"position {state.position}; build the graph for the state's position"
+        )
+    if meta.get("semantics") is not None and meta["semantics"] != state.semantics:
+        raise InputError(
+            f"graph uses semantics {meta['semantics']!r} but the decode state {state.semantics!r}"
+        )
+    if meta.get("config") is not None and meta["config"] != state.config.name:
+        raise InputError(
+            f"graph was built for config {meta['config']!r} but the state is {state.config.name!r}"
+        )
+
+
+def as_weights_ref(weights: Any) -> WeightsRef:
+    """Wrap an opened checkpoint (or pass a `WeightsRef` through)."""
+    return weights if isinstance(weights, WeightsRef) else WeightsRef(weights)
+
+
+def prepare(graph: nx.DiGraph, state: DecodeState, calls: dict[str, NodeCall] | None = None):
+    """Plan, step context and external values of a step: what every runner needs."""
+    check_graph_matches_state(graph, state)
+    calls = plan_graph(graph) if calls is None else calls
+    ctx = StepContext(
+        config=state.config,
+        semantics=state.semantics,
+        position=state.position,
+        token_id=state.token_id,
+    )
+    externals = kernel_module.step_externals(calls, state)
+    return calls, ctx, externals
+
+
+def _finish(state: DecodeState, calls, results: dict[str, tuple], commit: bool) -> StepOutputs:
+    logits = kernel_module.step_logits(calls, results)
+    kv_rows = kernel_module.step_kv_rows(calls, results)
+    if commit:
+        commit_step(state, kv_rows)
+    return StepOutputs(logits=logits, kv_rows=kv_rows, node_outputs=results)
+
+
+def _client_for(client: Any, scheduler: Any):
+    """A distributed client from `client` or an address in `scheduler`, or None."""
+    if client is not None:
+        return client, False
+    if isinstance(scheduler, str) and "://" in scheduler:
+        from distributed import Client
+
+        try:
+            return Client(scheduler, timeout="10s", set_as_default=False), True
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise InputError(
+                f"cannot reach a Dask scheduler at {scheduler} ({type(exc).__name__}); "
+                "start one with `dask scheduler` or omit --scheduler"
+            ) from None
+    return None, False
+
+
+def run_dask_step(
+    step: DaskStep, keys: list[str], *, client: Any = None, scheduler: Any = None
+) -> list:
+    """Compute `keys` of a Dask step on the chosen scheduler; returns their values in order."""
+    dist, owned = _client_for(client, scheduler)
+    if dist is not None:
+        try:
+            ann = step.annotations
+            with dask.annotate(
+                lane_class=lambda k: ann[k]["lane_class"],
+                **(
+                    {"lane": lambda k: ann[k]["lane"], "priority": lambda k: ann[k]["priority"]}
+                    if ann and "priority" in next(iter(ann.values()))
+                    else {}
+                ),
+            ):
+                return dist.get(step.dsk, keys, sync=True)
+        finally:
+            if owned:
+                dist.close()
+    if scheduler in (None, "threads", "threaded"):
+        return dask.threaded.get(step.dsk, keys)
+    if scheduler in ("sync", "synchronous"):
+        return dask.get(step.dsk, keys)
+    raise InputError(
+        f"unknown scheduler {scheduler!r}; use threads, sync or a tcp://host:port address"
+    )
+
+
+def execute_step(
+    graph: nx.DiGraph,
+    weights: Any,
+    state: DecodeState,
+    *,
+    schedule: Any = None,
+    client: Any = None,
+    scheduler: Any = None,
+    commit: bool = True,
+    calls: dict[str, NodeCall] | None = None,
+    kernels: str = "default",
+) -> StepOutputs:
+    """Like `execute` but returns every node's outputs and the KV rows as well."""
+    calls, ctx, externals = prepare(graph, state, calls)
+    tag = f"s{state.position}"
+    if client is not None or (isinstance(scheduler, str) and "://" in scheduler):
+        # A long-lived cluster may still know keys of an earlier run of the same position.
+        tag += f"-{next(_RUN_COUNTER):08x}"
+    step = build_dask_graph(
+        graph,
+        calls,
+        kernels=kernels,
+        ctx=ctx,
+        weights=as_weights_ref(weights),
+        externals=externals,
+        step_tag=tag,
+        schedule=schedule,
+    )
+    nodes = list(calls)
+    values = run_dask_step(step, step.keys_for(nodes), client=client, scheduler=scheduler)
+    results = dict(zip(nodes, values, strict=True))
+    return _finish(state, calls, results, commit)
+
+
+def execute(
+    graph: nx.DiGraph,
+    weights: Any,
+    state: DecodeState,
+    *,
+    schedule: Any = None,
+    client: Any = None,
+    scheduler: Any = None,
+    commit: bool = True,
+) -> np.ndarray:
+    """Run one decode step of `graph` with Dask and return its logits (float32 ``[vocab]``).
+
+    `weights` is an opened checkpoint. The step runs on `dask.threaded.get` unless `client`
+    (a `distributed.Client`) or `scheduler` (``"sync"`` or an address like
+    ``tcp://127.0.0.1:8786``) says otherwise; on distributed, workers open the checkpoint
+    from its path themselves. With a `schedule`, tasks carry its lanes and its order as
+    priorities. After the step the new K/V rows are committed into `state` and its position
+    advances by one (unless ``commit=False``). A failing kernel raises `ExecutionError`
+    naming the node.
+    """
+    return execute_step(
+        graph,
+        weights,
+        state,
+        schedule=schedule,
+        client=client,
+        scheduler=scheduler,
+        commit=commit,
+    ).logits
+
+
+def run_sequential(
+    graph: nx.DiGraph,
+    weights: Any,
+    state: DecodeState,
+    *,
+    commit: bool = True,
+    calls: dict[str, NodeCall] | None = None,
+    kernels: str = "default",
+) -> np.ndarray:
+    """The same kernels as `execute`, called one after another in topological order."""
+    calls, ctx, externals = prepare(graph, state, calls)
+    results = run_calls_in_order(
+        calls, kernels=kernels, ctx=ctx, weights=as_weights_ref(weights), externals=externals
+    )
+    return _finish(state, calls, results, commit).logits
+
+
+__all__ = ["ExecutionError", "StepOutputs", "execute", "execute_step", "run_sequential"]

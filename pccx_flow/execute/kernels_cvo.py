@@ -1,0 +1,3 @@
+"""cvo kernels (filled in from the graph's kernel table)."""
+
+KERNELS: dict = {}

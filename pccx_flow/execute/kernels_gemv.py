@@ -1,0 +1,3 @@
+"""gemv kernels (filled in from the graph's kernel table)."""
+
+KERNELS: dict = {}

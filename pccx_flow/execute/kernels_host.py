@@ -1,0 +1,3 @@
+"""host kernels (filled in from the graph's kernel table)."""
+
+KERNELS: dict = {}

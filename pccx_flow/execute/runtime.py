@@ -1,0 +1,120 @@
+"""Calling one node's kernel: the single function every runner (Dask or loop) executes.
+
+`run_node` gathers the node's inputs from its producers' outputs, calls the kernel named by
+the node, checks the outputs against the shapes the node declares, and turns any failure into
+an `ExecutionError` that names the node and the kernel in one line. Runners only decide
+*when* and *where* `run_node` is called.
+
+Weights travel as a `WeightsRef`: inside one process it is the opened checkpoint itself; when
+pickled (a task shipped to a `distributed` worker process) it reduces to the checkpoint path
+and the worker opens the checkpoint once and keeps it, so arrays never cross the wire.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pccx_flow.errors import ExecutionError
+from pccx_flow.execute.plan import NodeCall
+from pccx_flow.model.config import Gemma3nConfig
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """The scalars of the step every kernel may read: token, position, semantics, config."""
+
+    config: Gemma3nConfig
+    semantics: str
+    position: int
+    token_id: int
+
+
+_OPEN_LOCK = threading.Lock()
+_OPENED: dict[str, Any] = {}
+
+
+def _open_cached(path: str):
+    """The checkpoint at `path`, opened once per process (used on worker processes)."""
+    with _OPEN_LOCK:
+        ckpt = _OPENED.get(path)
+        if ckpt is None:
+            from pccx_flow.weights.checkpoint import open_checkpoint
+
+            ckpt = _OPENED[path] = open_checkpoint(path)
+        return ckpt
+
+
+def _weights_from_path(path: str) -> WeightsRef:
+    return WeightsRef(_open_cached(path), path)
+
+
+class WeightsRef:
+    """An opened checkpoint that pickles as its path (so workers load weights themselves)."""
+
+    def __init__(self, checkpoint: Any, path: str | Path | None = None):
+        self.checkpoint = checkpoint
+        if path is None:
+            path = getattr(checkpoint, "path", None) or getattr(checkpoint, "root", None)
+        self.path = None if path is None else str(path)
+
+    def __reduce__(self):
+        if self.path is None:
+            return (WeightsRef, (self.checkpoint, None))
+        return (_weights_from_path, (self.path,))
+
+
+def _one_line(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return " ".join(text.split())
+
+
+def gather_inputs(call: NodeCall, produced: tuple) -> list:
+    """The node's inputs in declared order; None for inputs taken from the step context."""
+    return [None if src is None else produced[src[0]][src[1]] for src in call.sources]
+
+
+def run_node(
+    call: NodeCall,
+    kernels: str,
+    ctx: StepContext,
+    weights: WeightsRef,
+    external: dict | None,
+    *produced: tuple,
+) -> tuple:
+    """Run one node: its kernel on its gathered inputs; returns its outputs as a tuple."""
+    from pccx_flow.execute.kernels import kernel_table
+
+    table = kernel_table(kernels)
+    try:
+        kernel = table[call.kernel]
+    except KeyError:
+        raise ExecutionError(
+            f"node {call.node}: no kernel named {call.kernel!r} in the {kernels!r} kernel table"
+        ) from None
+    try:
+        outputs = kernel(call, gather_inputs(call, produced), ctx, weights.checkpoint, external)
+    except ExecutionError:
+        raise
+    except Exception as exc:
+        raise ExecutionError(
+            f"node {call.node} (kernel {call.kernel}) failed: {_one_line(exc)}"
+        ) from exc
+    if not isinstance(outputs, tuple):
+        outputs = (outputs,)
+    if len(outputs) != len(call.output_names):
+        raise ExecutionError(
+            f"node {call.node} (kernel {call.kernel}) returned {len(outputs)} outputs, "
+            f"the node declares {len(call.output_names)}"
+        )
+    for name, out, shape in zip(call.output_names, outputs, call.output_shapes, strict=True):
+        if tuple(np.shape(out)) != shape:
+            raise ExecutionError(
+                f"node {call.node} (kernel {call.kernel}) wrote {name} with shape "
+                f"{tuple(np.shape(out))}, the node declares {shape}"
+            )
+    return outputs
