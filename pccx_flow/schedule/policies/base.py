@@ -1,0 +1,131 @@
+"""The one interface every policy implements, and the priorities several of them share.
+
+A policy is a class with a ``name``, a one-line ``description`` and a method
+``schedule(problem, timeline)`` that places every node through ``timeline.place`` and returns
+None. It decides only the order of nodes and the lane of each; the timeline decides times.
+(A policy that computes its own times may instead return ``{node: (lane, start)}``; that
+schedule then goes through the same validator.) Ties are always broken by the node's position
+in the problem's program order, so every policy is deterministic.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Hashable, Mapping
+
+from pccx_flow.schedule.problem import SchedulingProblem
+from pccx_flow.schedule.timeline import Timeline
+
+Node = Hashable
+
+
+class Policy:
+    """Base class of scheduling policies (plugins need not subclass it, only match it)."""
+
+    name: str = ""
+    description: str = ""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+
+    def schedule(self, problem: SchedulingProblem, timeline: Timeline) -> None:
+        raise NotImplementedError
+
+
+# --- static priorities ---------------------------------------------------------------------
+
+
+def bottom_levels(problem: SchedulingProblem, *, with_comm: bool = False) -> dict[Node, float]:
+    """Static b-level: mean cost of the node plus the longest mean-cost path below it.
+
+    HLFET, ETF and DLS use it without communication (as in their papers); with_comm=True adds
+    each edge's mean comm, which is HEFT's upward rank.
+    """
+    level: dict[Node, float] = {}
+    for n in reversed(problem.order):
+        below = 0.0
+        for s in problem.succs[n]:
+            x = level[s] + (problem.mean_comm(n, s) if with_comm else 0.0)
+            if x > below:
+                below = x
+        level[n] = problem.mean_cost(n) + below
+    return level
+
+
+def upward_rank(problem: SchedulingProblem) -> dict[Node, float]:
+    """HEFT's rank_u: mean cost plus the longest path (mean costs and mean comm) to an exit."""
+    return bottom_levels(problem, with_comm=True)
+
+
+def downward_rank(problem: SchedulingProblem) -> dict[Node, float]:
+    """CPOP's rank_d: the longest path (mean costs and comm) from an entry up to the node."""
+    rank: dict[Node, float] = {}
+    for n in problem.order:
+        above = 0.0
+        for p in problem.preds[n]:
+            x = rank[p] + problem.mean_cost(p) + problem.mean_comm(p, n)
+            if x > above:
+                above = x
+        rank[n] = above
+    return rank
+
+
+# --- drivers -------------------------------------------------------------------------------
+
+
+def static_priority_schedule(
+    problem: SchedulingProblem,
+    timeline: Timeline,
+    priority: Mapping[Node, float],
+    choose_lane: Callable[[Node], str],
+    *,
+    insertion: bool,
+) -> None:
+    """List scheduling with a static priority: always take the ready node of highest priority.
+
+    With priorities that fall along every edge (b-level, rank_u) this is exactly the sorted
+    list of the papers; the ready set only keeps zero-cost ties from breaking precedence.
+    """
+    index = problem.index
+    heap = [(-priority[n], index[n], n) for n in timeline.initial_ready()]
+    heapq.heapify(heap)
+    while heap:
+        _, _, node = heapq.heappop(heap)
+        timeline.place(node, choose_lane(node), insertion)
+        for s in timeline.released(node):
+            heapq.heappush(heap, (-priority[s], index[s], s))
+
+
+def dynamic_pair_schedule(
+    problem: SchedulingProblem,
+    timeline: Timeline,
+    key: Callable[[Node], tuple[float, str]],
+    tie: Mapping[Node, float] | None = None,
+) -> None:
+    """Greedy list scheduling that re-evaluates every ready node at every step.
+
+    `key(node)` returns (value, lane) for the node's best lane right now; the ready node with
+    the smallest value is placed next. Evaluating all ready nodes at every step is quadratic,
+    but each value can only grow as placements fill lanes and pools (earliest starts never move
+    earlier), so a lazy heap is exact: pop the smallest stale value, recompute it, and place
+    the node if it did not change, else push it back. `tie` (larger first) breaks equal values
+    before program order does.
+    """
+    index = problem.index
+    tie = tie or {}
+
+    def entry(n: Node) -> tuple:
+        value, lane = key(n)
+        return (value, -tie.get(n, 0.0), index[n], n, lane)
+
+    heap = [entry(n) for n in timeline.initial_ready()]
+    heapq.heapify(heap)
+    while heap:
+        value, neg_tie, idx, node, lane = heapq.heappop(heap)
+        fresh = entry(node)
+        if fresh[0] != value and heap and fresh[:3] > heap[0][:3]:
+            heapq.heappush(heap, fresh)
+            continue
+        timeline.place(node, fresh[4])
+        for s in timeline.released(node):
+            heapq.heappush(heap, entry(s))

@@ -1,0 +1,27 @@
+"""``heft``: Heterogeneous Earliest Finish Time (Topcuoglu, Hariri and Wu, 2002).
+
+Priority is the upward rank: a node's mean cost over the lanes that can run it, plus the
+longest path to an exit counting mean costs and mean communication. Nodes go in decreasing
+rank to the lane that finishes them earliest, filling idle gaps on a lane when a node fits
+(the insertion-based policy). On pccx lanes of one class cost the same and comm is 0, so rank
+is the b-level; the difference to `critical-path` is gap filling and finish-time placement.
+"""
+
+from __future__ import annotations
+
+from pccx_flow.schedule.policies.base import Policy, static_priority_schedule, upward_rank
+from pccx_flow.schedule.problem import SchedulingProblem
+from pccx_flow.schedule.timeline import Timeline
+
+
+class Heft(Policy):
+    name = "heft"
+    description = "HEFT: upward rank (mean costs), insertion-based earliest finish"
+
+    def schedule(self, problem: SchedulingProblem, timeline: Timeline) -> None:
+        rank = upward_rank(problem)
+
+        def earliest_finish_lane(node):
+            return timeline.best_lane(node, insertion=True, by="finish")[0]
+
+        static_priority_schedule(problem, timeline, rank, earliest_finish_lane, insertion=True)

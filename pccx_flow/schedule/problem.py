@@ -1,0 +1,239 @@
+"""What a scheduler is asked to solve: a DAG, lanes, costs, communication and shared pools.
+
+`SchedulingProblem` is deliberately generic. It knows nothing about Gemma, pccx or the cost
+model: a node may run on any lane that gives it a cost (so processors can be heterogeneous,
+as in the HEFT paper), an edge may cost time when its ends sit on different lanes, and a node
+may hold one instance of each shared pool it needs (a weight port, say) for its whole run.
+`problem_from_graph` is the one place that turns a decode graph plus a hardware profile into
+such a problem; every policy, the timeline, the validator and the metrics work on the problem.
+
+>>> import networkx as nx
+>>> g = nx.DiGraph([("a", "b")])
+>>> p = SchedulingProblem(g, [Lane("cpu0", "cpu")], {"a": {"cpu0": 3}, "b": {"cpu0": 4}})
+>>> p.cost("b", "cpu0"), p.cost("b", "gpu0")
+(4, None)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any
+
+import networkx as nx
+
+from pccx_flow.errors import GraphError, ProfileError
+from pccx_flow.schedule.model import Lane
+
+Node = Hashable
+CommFn = Callable[[Node, Node, str, str], int]
+
+
+def pool_instance_names(pools: Mapping[str, int]) -> dict[str, str]:
+    """Instance name -> pool name: ``weight_port`` with count 2 gives weight_port0, weight_port1.
+
+    Raises `ProfileError` when two pools would produce the same instance name.
+    """
+    names: dict[str, str] = {}
+    for pool, count in pools.items():
+        for i in range(int(count)):
+            inst = f"{pool}{i}"
+            if inst in names:
+                raise ProfileError(
+                    f"pool instance name {inst!r} is produced by pools {names[inst]!r} and "
+                    f"{pool!r}; rename one of the pools"
+                )
+            names[inst] = pool
+    return names
+
+
+def comm_between_lanes(edge_costs: Mapping[tuple[Node, Node], int]) -> CommFn:
+    """A `comm` function that charges an edge's cost only when its ends run on different lanes.
+
+    This is the communication model of the HEFT paper (Topcuoglu, Hariri, Wu 2002).
+    """
+    costs = dict(edge_costs)
+
+    def comm(u: Node, v: Node, lane_u: str, lane_v: str) -> int:
+        return 0 if lane_u == lane_v else int(costs.get((u, v), 0))
+
+    return comm
+
+
+class SchedulingProblem:
+    """A DAG to place on lanes: costs per (node, lane), optional comm, optional shared pools.
+
+    Node order (`order`) is a fixed topological order (insertion order where the graph's own
+    order is topological, else the lexicographic topological order closest to it), so every
+    policy that breaks ties by position is deterministic.
+    """
+
+    def __init__(
+        self,
+        graph: nx.DiGraph,
+        lanes: Iterable[Lane],
+        costs: Mapping[Node, Mapping[str, int]],
+        *,
+        comm: CommFn | None = None,
+        resources: Mapping[Node, Iterable[str]] | None = None,
+        pools: Mapping[str, int] | None = None,
+        name: str = "",
+        source: Any = None,
+    ) -> None:
+        if not nx.is_directed_acyclic_graph(graph):
+            cycle = nx.find_cycle(graph)
+            raise GraphError(f"the graph to schedule has a cycle through {cycle[0][0]!r}")
+        self.graph = graph
+        self.name = name
+        self.source = source  # the decode graph this came from, when there is one
+        self.lanes: tuple[Lane, ...] = tuple(lanes)
+        self.lane_by_name: dict[str, Lane] = {}
+        self._lane_index: dict[str, int] = {}
+        for i, lane in enumerate(self.lanes):
+            self._lane_index.setdefault(lane.name, i)
+            if lane.name in self.lane_by_name:
+                raise ProfileError(f"lane name {lane.name!r} appears twice; lane names are unique")
+            self.lane_by_name[lane.name] = lane
+        self.pools: dict[str, int] = {str(k): int(v) for k, v in (pools or {}).items()}
+        self.pool_of_instance = pool_instance_names(self.pools)
+        self._comm = comm
+
+        self.order: tuple[Node, ...] = _program_order(graph)
+        self.index: dict[Node, int] = {n: i for i, n in enumerate(self.order)}
+        self.preds: dict[Node, tuple[Node, ...]] = {
+            n: tuple(sorted(graph.predecessors(n), key=self.index.__getitem__)) for n in self.order
+        }
+        self.succs: dict[Node, tuple[Node, ...]] = {
+            n: tuple(sorted(graph.successors(n), key=self.index.__getitem__)) for n in self.order
+        }
+
+        self.costs: dict[Node, dict[str, int]] = {}
+        for n in self.order:
+            row = costs.get(n)
+            if not row:
+                raise GraphError(f"node {n!r} has no lane that can run it; give it a cost")
+            clean: dict[str, int] = {}
+            for lane_name in sorted(row, key=self._lane_pos):
+                c = row[lane_name]
+                if c is None:
+                    continue
+                if lane_name not in self.lane_by_name:
+                    raise ProfileError(f"node {n!r} has a cost on unknown lane {lane_name!r}")
+                if int(c) != c or c < 0:
+                    raise GraphError(
+                        f"node {n!r} on lane {lane_name!r}: cost {c!r} is not an int >= 0"
+                    )
+                clean[lane_name] = int(c)
+            if not clean:
+                raise GraphError(f"node {n!r} has no lane that can run it; give it a cost")
+            self.costs[n] = clean
+
+        self.resources: dict[Node, tuple[str, ...]] = {}
+        for n in self.order:
+            needed = tuple(dict.fromkeys((resources or {}).get(n, ())))
+            for pool in needed:
+                if self.pools.get(pool, 0) < 1:
+                    raise ProfileError(
+                        f"node {n!r} needs pool {pool!r}, which the profile does not provide; "
+                        f"add it under [pools]"
+                    )
+            self.resources[n] = needed
+
+    def _lane_pos(self, lane_name: str) -> int:
+        return self._lane_index.get(lane_name, len(self.lanes))
+
+    # --- the questions policies ask ---------------------------------------------------------
+
+    @property
+    def has_comm(self) -> bool:
+        return self._comm is not None
+
+    def cost(self, node: Node, lane: str) -> int | None:
+        """Cycles `node` takes on `lane`, or None when that lane cannot run it."""
+        return self.costs[node].get(lane)
+
+    def lanes_for(self, node: Node) -> tuple[str, ...]:
+        """Names of the lanes that can run `node`, in lane order."""
+        return tuple(self.costs[node])
+
+    def comm(self, u: Node, v: Node, lane_u: str, lane_v: str) -> int:
+        """Cycles between u finishing on `lane_u` and v being able to start on `lane_v`."""
+        return 0 if self._comm is None else int(self._comm(u, v, lane_u, lane_v))
+
+    def mean_cost(self, node: Node) -> float:
+        row = self.costs[node]
+        return sum(row.values()) / len(row)
+
+    def min_cost(self, node: Node) -> int:
+        return min(self.costs[node].values())
+
+    def mean_comm(self, u: Node, v: Node) -> float:
+        """Average comm of edge u->v over the pairs of *different* lanes the two can use.
+
+        This is the HEFT paper's mean communication cost: what a transfer costs when one
+        happens (the same-lane case is free and is not averaged in).
+        """
+        if self._comm is None:
+            return 0.0
+        pairs = [(a, b) for a in self.lanes_for(u) for b in self.lanes_for(v) if a != b]
+        if not pairs:
+            return 0.0
+        return sum(self.comm(u, v, a, b) for a, b in pairs) / len(pairs)
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __repr__(self) -> str:
+        return (
+            f"SchedulingProblem({self.name or 'unnamed'}: {len(self.order)} nodes, "
+            f"{len(self.lanes)} lanes, pools {self.pools})"
+        )
+
+
+def _program_order(graph: nx.DiGraph) -> tuple[Node, ...]:
+    """The graph's insertion order if it is topological, else the closest topological order."""
+    nodes = list(graph.nodes)
+    pos = {n: i for i, n in enumerate(nodes)}
+    if all(pos[u] < pos[v] for u, v in graph.edges):
+        return tuple(nodes)
+    return tuple(nx.lexicographical_topological_sort(graph, key=pos.__getitem__))
+
+
+def problem_from_graph(graph: nx.DiGraph, profile: Any) -> SchedulingProblem:
+    """The scheduling problem of a decode graph on a hardware profile.
+
+    A node runs on any lane of its ``lane_class`` for `node_cycles` cycles and holds one
+    instance of each pool `node_resources` names. Communication is free: every lane reads and
+    writes the shared L2, so a value produced on one lane is visible to all.
+    """
+    from pccx_flow.hardware.cost import node_cycles, node_resources
+
+    if isinstance(profile, str):
+        from pccx_flow.hardware.profile import load_profile
+
+        profile = load_profile(profile)
+    lanes = [Lane(str(lane_id), str(cls)) for lane_id, cls in profile.lane_ids()]
+    by_class: dict[str, list[str]] = {}
+    for lane in lanes:
+        by_class.setdefault(lane.lane_class, []).append(lane.name)
+    costs: dict[Node, dict[str, int]] = {}
+    resources: dict[Node, tuple[str, ...]] = {}
+    for n, attrs in graph.nodes(data=True):
+        cls = attrs.get("lane_class")
+        names = by_class.get(cls)
+        if not names:
+            raise ProfileError(
+                f"node {n!r} needs a {cls!r} lane but profile {profile.name!r} has none; "
+                f"add one under [lanes]"
+            )
+        cycles = int(node_cycles(attrs, profile))
+        costs[n] = {name: cycles for name in names}
+        resources[n] = tuple(node_resources(attrs, profile))
+    return SchedulingProblem(
+        graph,
+        lanes,
+        costs,
+        resources=resources,
+        pools=dict(profile.pools),
+        name=f"{graph.graph.get('config', 'graph')} on {profile.name}",
+        source=graph,
+    )

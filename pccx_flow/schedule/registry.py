@@ -1,0 +1,247 @@
+"""Find a policy by name and run it, treating third-party policies as untrusted.
+
+Three ways to name a policy:
+
+- a built-in name (``critical-path``, ``heft``, ...; `BUILTIN_POLICIES`);
+- an entry point in group ``pccx_flow.schedulers`` of any installed distribution
+  (see ``schedulers/`` at the repository root for a complete example);
+- ``package.module:ClassName`` for a class importable from ``sys.path``.
+
+`run_policy` runs the policy on a fresh timeline and hands the result to the validator. A
+policy that raises, returns something it should not, or leaves nodes unscheduled becomes a
+one-line `PolicyError` naming it and what it did, never a traceback or a half schedule.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Mapping
+from importlib.metadata import entry_points
+from typing import Any
+
+import networkx as nx
+
+from pccx_flow.errors import PccxFlowError, PolicyError, ScheduleError
+from pccx_flow.schedule.model import Schedule, Slot
+from pccx_flow.schedule.policies.base import Policy
+from pccx_flow.schedule.policies.cpop import Cpop
+from pccx_flow.schedule.policies.critical_path import CriticalPath
+from pccx_flow.schedule.policies.dls import Dls
+from pccx_flow.schedule.policies.etf import Etf
+from pccx_flow.schedule.policies.heft import Heft
+from pccx_flow.schedule.policies.lookahead import Lookahead
+from pccx_flow.schedule.policies.min_min import MinMin
+from pccx_flow.schedule.policies.program_order import ProgramOrder
+from pccx_flow.schedule.policies.random_order import RandomOrder
+from pccx_flow.schedule.problem import SchedulingProblem, problem_from_graph
+from pccx_flow.schedule.timeline import Timeline
+from pccx_flow.schedule.validate import validate_schedule
+
+ENTRY_POINT_GROUP = "pccx_flow.schedulers"
+DEFAULT_POLICY = "critical-path"
+
+BUILTIN_POLICIES: dict[str, type[Policy]] = {
+    cls.name: cls
+    for cls in (
+        ProgramOrder,
+        RandomOrder,
+        CriticalPath,
+        Heft,
+        Cpop,
+        Etf,
+        Dls,
+        MinMin,
+        Lookahead,
+    )
+}
+
+
+def plugin_entry_points() -> dict[str, Any]:
+    """Installed entry points of group ``pccx_flow.schedulers`` by name (not yet loaded)."""
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def list_policies() -> list[tuple[str, str, str]]:
+    """(name, origin, description) of every policy: built-ins first, then plugins.
+
+    A plugin that cannot be loaded is listed with its load error as the description.
+    """
+    rows = [(name, "built-in", cls.description) for name, cls in BUILTIN_POLICIES.items()]
+    for name, ep in sorted(plugin_entry_points().items()):
+        if name in BUILTIN_POLICIES:
+            continue
+        try:
+            desc = str(getattr(ep.load(), "description", "") or "")
+        except Exception as exc:  # noqa: BLE001 - a broken plugin must not break --list
+            desc = f"(cannot be loaded: {type(exc).__name__}: {exc})"
+        rows.append((name, f"plugin {ep.value}", desc))
+    return rows
+
+
+def _known_names() -> str:
+    return ", ".join(
+        [*BUILTIN_POLICIES, *sorted(set(plugin_entry_points()) - set(BUILTIN_POLICIES))]
+    )
+
+
+def load_policy_class(spec: str) -> Any:
+    """The policy class (or factory) that `spec` names; `PolicyError` if there is none."""
+    if spec in BUILTIN_POLICIES:
+        return BUILTIN_POLICIES[spec]
+    eps = plugin_entry_points()
+    if spec in eps:
+        try:
+            return eps[spec].load()
+        except Exception as exc:
+            raise PolicyError(
+                f"policy plugin {spec!r} ({eps[spec].value}) failed to load: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+    if ":" in spec:
+        module_name, _, attr = spec.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:
+            raise PolicyError(
+                f"cannot import policy module {module_name!r} from {spec!r}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        obj = module
+        for part in attr.split("."):
+            obj = getattr(obj, part, None)
+            if obj is None:
+                raise PolicyError(f"module {module_name!r} has no attribute {attr!r}")
+        return obj
+    raise PolicyError(
+        f"unknown policy {spec!r}; choose one of: {_known_names()} "
+        f"(or give package.module:ClassName)"
+    )
+
+
+def make_policy(spec: str, *, seed: int = 0) -> Any:
+    """An instance of the policy `spec` names, given `seed` when its constructor takes one."""
+    cls = load_policy_class(spec)
+    if not inspect.isclass(cls):
+        raise PolicyError(
+            f"policy {spec!r} is a {type(cls).__name__}, not a class; a policy is a class with "
+            f"name, description and schedule(problem, timeline)"
+        )
+    try:
+        params = inspect.signature(cls).parameters
+        policy = cls(seed=seed) if "seed" in params else cls()
+    except Exception as exc:
+        raise PolicyError(
+            f"policy {spec!r} could not be created: {type(exc).__name__}: {exc}"
+        ) from exc
+    if not callable(getattr(policy, "schedule", None)):
+        raise PolicyError(
+            f"policy {spec!r} ({cls.__name__}) has no schedule(problem, timeline) method"
+        )
+    return policy
+
+
+def _slots_from_mapping(result: Mapping, problem: SchedulingProblem, label: str) -> dict[Any, Slot]:
+    """Turn a policy's own ``{node: (lane, start)}`` answer into slots (pools assigned here)."""
+    slots = {}
+    free: dict[str, list[tuple[int, int, str]]] = {}
+    for node, placement in result.items():
+        try:
+            lane, start = placement
+            start = int(start)
+            cost = problem.costs[node][lane]
+        except Exception as exc:
+            raise PolicyError(
+                f"policy {label} returned {placement!r} for node {node!r}; expected "
+                f"(lane, start) with a lane that can run the node"
+            ) from exc
+        held = []
+        for pool in problem.resources.get(node, ()):
+            count = problem.pools[pool]
+            busy = free.setdefault(pool, [])
+            for i in range(count):
+                inst = f"{pool}{i}"
+                if all(not (s < start + cost and start < f) for s, f, x in busy if x == inst):
+                    busy.append((start, start + cost, inst))
+                    held.append(inst)
+                    break
+            else:
+                held.append(f"{pool}0")  # every instance busy: the validator will say so
+        slots[node] = Slot(node, lane, start, start + cost, tuple(held))
+    return slots
+
+
+def run_on_problem(
+    policy: Any, problem: SchedulingProblem, *, label: str, profile: str
+) -> Schedule:
+    """Run one policy instance on `problem`; always returns a validated schedule."""
+    timeline = Timeline(problem)
+    try:
+        result = policy.schedule(problem, timeline)
+    except PccxFlowError as exc:
+        raise PolicyError(f"policy {label} failed: {exc}") from exc
+    except Exception as exc:
+        raise PolicyError(f"policy {label} raised {type(exc).__name__}: {exc}") from exc
+    if result is None:
+        missing = timeline.unplaced()
+        if missing:
+            raise PolicyError(
+                f"policy {label} left {len(missing)} of {len(problem)} nodes unscheduled "
+                f"(first: {missing[0]!r})"
+            )
+        schedule = timeline.to_schedule(label, profile)
+    elif isinstance(result, Mapping):
+        schedule = Schedule(
+            label, profile, problem.lanes, _slots_from_mapping(result, problem, label)
+        )
+    else:
+        raise PolicyError(
+            f"policy {label} returned a {type(result).__name__}; schedule() must place nodes "
+            f"through the timeline and return None (or return {{node: (lane, start)}})"
+        )
+    try:
+        validate_schedule(schedule, problem)
+    except ScheduleError as exc:
+        raise PolicyError(f"policy {label} produced an invalid schedule: {exc}") from exc
+    return schedule
+
+
+def run_policy(
+    graph_or_problem: nx.DiGraph | SchedulingProblem,
+    profile: Any = None,
+    policy: str | Any = DEFAULT_POLICY,
+    *,
+    seed: int = 0,
+) -> Schedule:
+    """Schedule a decode graph (with a profile) or a ready-made problem with one policy.
+
+    `policy` is a name (see module docstring) or a policy instance. The schedule returned has
+    passed `validate_schedule`.
+
+    >>> from pccx_flow.schedule.model import Lane
+    >>> g = nx.DiGraph([("a", "b")])
+    >>> p = SchedulingProblem(g, [Lane("x", "cpu")], {"a": {"x": 2}, "b": {"x": 3}})
+    >>> run_policy(p, policy="heft").makespan
+    5
+    """
+    if isinstance(graph_or_problem, SchedulingProblem):
+        problem = graph_or_problem
+        profile_name = getattr(profile, "name", profile) or problem.name or "problem"
+    else:
+        if profile is None:
+            raise PolicyError("scheduling a decode graph needs a hardware profile (name or file)")
+        if isinstance(profile, str):
+            from pccx_flow.hardware.profile import load_profile
+
+            profile = load_profile(profile)
+        problem = problem_from_graph(graph_or_problem, profile)
+        profile_name = profile.name
+    if isinstance(policy, str):
+        label = policy
+        instance = make_policy(policy, seed=seed)
+    else:
+        instance = policy
+        label = str(getattr(policy, "name", "") or type(policy).__name__)
+        if not callable(getattr(instance, "schedule", None)):
+            raise PolicyError(f"policy {label} has no schedule(problem, timeline) method")
+    return run_on_problem(instance, problem, label=label, profile=str(profile_name))
