@@ -46,7 +46,7 @@ def task_key(node: str, attrs: dict, step_tag: str, lane: str | None = None) -> 
 
 def schedule_priorities(schedule: Any, nodes) -> dict[str, int]:
     """Priority per node from a schedule's order: earlier in the order = higher priority."""
-    order = list(schedule.order())
+    order = [getattr(slot, "node", slot) for slot in schedule.order()]
     n = len(order)
     prio = {node: n - i for i, node in enumerate(order)}
     return {node: prio.get(node, 0) for node in nodes}

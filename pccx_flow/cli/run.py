@@ -1,0 +1,201 @@
+"""`pccx-flow run`: generate tokens by executing the decode graph with Dask.
+
+Prints the generated token ids and each step's wall time on this CPU (the time Dask took to
+execute the step's nodes here; it is not an NPU estimate). With ``--check`` every step is
+also decoded by the reference implementation and the logits are compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from pccx_flow.errors import InputError
+from pccx_flow.model.config import PRESETS, SEMANTICS
+
+CHECK_TOLERANCE = 1e-4
+
+EPILOG = """examples:
+  pccx-flow run --synthetic tiny --steps 8 --check
+  pccx-flow run --synthetic tiny --semantics gemma3n --prompt-ids 2,105,7 --temperature 0.8 --seed 3
+  pccx-flow run --weights /work/ckpt/e4b-seed0 --steps 2 --policy critical-path
+  pccx-flow run --synthetic tiny --scheduler tcp://127.0.0.1:8786     # an existing cluster
+  pccx-flow run --synthetic tiny --dashboard                            # local cluster + dashboard
+
+Times printed are CPU wall times of executing the graph on this machine, not NPU estimates.
+--check exits with status 1 when a step's logits differ from the reference by more than
+1e-4 or the argmax differs."""
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "run",
+        help="execute decode steps with Dask and print the generated tokens",
+        description=__doc__.split("\n\n")[1],
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--weights", metavar="DIR", help="a pccx split-.npy checkpoint directory")
+    src.add_argument(
+        "--synthetic",
+        metavar="PRESET",
+        help=f"write a synthetic checkpoint of a preset ({', '.join(PRESETS)}) to a temp dir",
+    )
+    p.add_argument("--seed-weights", type=int, default=0, metavar="N", help="synthetic seed")
+    p.add_argument("--semantics", default="pccx", choices=SEMANTICS)
+    p.add_argument("--policy", default=None, help="schedule each step with this policy")
+    p.add_argument("--profile", default="v002-spec", help="hardware profile for --policy")
+    p.add_argument("--prompt-ids", default="2", metavar="IDS", help="comma-separated token ids")
+    p.add_argument("--steps", type=int, default=4, help="tokens to generate (default 4)")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    p.add_argument("--top-p", type=float, default=0.9)
+    p.add_argument("--repetition-penalty", type=float, default=1.15)
+    p.add_argument("--seed", type=int, default=0, help="sampling seed")
+    p.add_argument("--scheduler", metavar="ADDR", help="run on a distributed scheduler")
+    p.add_argument("--check", action="store_true", help="compare every step to the reference")
+    p.add_argument("--dashboard", action="store_true", help="local cluster with a dashboard")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def parse_prompt_ids(text: str) -> list[int]:
+    """``"2,105,7"`` -> ``[2, 105, 7]``; `InputError` on anything else."""
+    parts = [t.strip() for t in text.split(",")]
+    if not text.strip() or any(not t.lstrip("-").isdigit() for t in parts):
+        raise InputError(f"--prompt-ids {text!r} is not a comma-separated list of integers")
+    return [int(t) for t in parts]
+
+
+def _check_options(args) -> None:
+    if not math.isfinite(args.temperature) or args.temperature < 0:
+        raise InputError(f"--temperature must be >= 0, got {args.temperature}")
+    if not 0 < args.top_p <= 1:
+        raise InputError(f"--top-p must be in (0, 1], got {args.top_p}")
+    if args.scheduler and args.dashboard:
+        raise InputError("--scheduler and --dashboard exclude each other; choose one")
+    if args.scheduler and "://" not in args.scheduler:
+        raise InputError(
+            f"--scheduler {args.scheduler!r} is not an address; give one like tcp://127.0.0.1:8786"
+        )
+
+
+@contextlib.contextmanager
+def _checkpoint(args):
+    from pccx_flow.weights.checkpoint import open_checkpoint
+
+    if args.weights:
+        path = Path(args.weights)
+        if not path.is_dir():
+            raise InputError(f"--weights {path} is not a directory; give a checkpoint folder")
+        yield open_checkpoint(path)
+        return
+    from pccx_flow.model.config import get_config
+    from pccx_flow.weights.synth import write_synthetic_checkpoint
+
+    config = get_config(args.synthetic)
+    with tempfile.TemporaryDirectory(prefix=f"pccx-{config.name}-") as tmp:
+        write_synthetic_checkpoint(config, args.seed_weights, Path(tmp), progress=_tty(args))
+        yield open_checkpoint(tmp)
+
+
+def _tty(args) -> bool:
+    return not args.no_progress and sys.stderr.isatty()
+
+
+@contextlib.contextmanager
+def _dashboard_client(enabled: bool):
+    if not enabled:
+        yield None
+        return
+    import dask
+    from distributed import Client, LocalCluster
+
+    with dask.config.set({"distributed.dashboard.link": "http://127.0.0.1:{port}/status"}):
+        cluster = LocalCluster(
+            processes=False,
+            n_workers=1,
+            threads_per_worker=2,
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
+            worker_dashboard_address="127.0.0.1:0",
+        )
+        client = Client(cluster, set_as_default=False)
+        print(f"dashboard: {cluster.dashboard_link}", flush=True)
+        try:
+            yield client
+            if sys.stdin.isatty():
+                input("run finished; press Enter to stop the dashboard ")
+        finally:
+            client.close()
+            cluster.close()
+
+
+class _Checker:
+    """Decodes every step with the reference too and records the logit differences."""
+
+    def __init__(self, ckpt, semantics: str):
+        from pccx_flow.reference.decode import new_kv_cache
+
+        self.ckpt = ckpt
+        self.semantics = semantics
+        self.cache = new_kv_cache(ckpt.config, semantics)
+        self.rows: list[tuple[int, float, bool]] = []
+
+    def __call__(self, position: int, token_id: int, logits: np.ndarray, seconds: float):
+        from pccx_flow.reference.decode import decode_step
+
+        want = decode_step(self.ckpt, token_id, position, self.cache, semantics=self.semantics)
+        diff = float(np.max(np.abs(np.asarray(logits, np.float64) - want)))
+        self.rows.append((position, diff, int(np.argmax(logits)) == int(np.argmax(want))))
+
+    @property
+    def ok(self) -> bool:
+        return all(d <= CHECK_TOLERANCE and same for _, d, same in self.rows)
+
+
+def run(args) -> int:
+    from pccx_flow.execute.generate import generate
+
+    _check_options(args)
+    prompt = parse_prompt_ids(args.prompt_ids)
+    with _checkpoint(args) as ckpt, _dashboard_client(args.dashboard) as client:
+        checker = _Checker(ckpt, args.semantics) if args.check else None
+        result = generate(
+            ckpt,
+            prompt,
+            args.steps,
+            semantics=args.semantics,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            repetition_penalty=args.repetition_penalty,
+            seed=args.seed,
+            policy=args.policy,
+            profile=args.profile,
+            client=client,
+            scheduler=args.scheduler,
+            progress=_tty(args),
+            on_step=checker,
+        )
+    print(f"prompt ids: {','.join(map(str, prompt))}")
+    print(f"generated ids: {','.join(map(str, result.tokens))}")
+    where = "distributed" if (client or args.scheduler) else "dask threaded"
+    print(f"per-step wall time on this CPU ({where}; not an NPU estimate):")
+    print("  position  seconds" + ("  max|dlogit|  argmax" if checker else ""))
+    for pos, sec in enumerate(result.step_seconds):
+        line = f"  {pos:8d}  {sec:7.3f}"
+        if checker:
+            _, diff, same = checker.rows[pos]
+            line += f"  {diff:11.2e}  {'same' if same else 'DIFFERS'}"
+        print(line)
+    if checker:
+        verdict = "OK" if checker.ok else "FAILED"
+        print(f"check against the reference decode (tolerance {CHECK_TOLERANCE:g}): {verdict}")
+        return 0 if checker.ok else 1
+    return 0
