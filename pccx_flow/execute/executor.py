@@ -93,7 +93,7 @@ def _client_for(client: Any, scheduler: Any):
         from distributed import Client
 
         try:
-            return Client(scheduler, timeout="10s", set_as_default=False), True
+            return Client(scheduler, timeout="3s", set_as_default=False), True
         except (OSError, TimeoutError, ValueError) as exc:
             raise InputError(
                 f"cannot reach a Dask scheduler at {scheduler} ({type(exc).__name__}); "

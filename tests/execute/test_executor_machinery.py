@@ -242,3 +242,30 @@ def test_kv_read_sees_committed_rows_only_through_state(cfg):
     out = execute_step(handmade_graph(cfg, 0), None, state, kernels="handmade", commit=False)
     assert state.position == 0 and not state.k_cache.any()
     assert set(out.kv_rows) == set(range(cfg.n_kv_cache_layers))
+
+
+def test_distributed_runs_with_annotations_and_unique_keys(cfg, local_client):
+    state = new_decode_state(cfg, "pccx", token_id=1)
+
+    for p in range(2):
+        g = handmade_graph(cfg, p)
+        calls = plan_graph(g)
+        order = list(calls)
+        sched = SimpleNamespace(
+            slots={n: SimpleNamespace(lane=f"{g.nodes[n]['lane_class']}0", node=n) for n in calls},
+            order=lambda order=order: [SimpleNamespace(node=n) for n in order],
+        )
+        out = execute_step(g, None, state, kernels="handmade", client=local_client, schedule=sched)
+        np.testing.assert_array_equal(out.logits, expected_logits(cfg, p + 1))
+
+    assert state.position == 2
+
+
+def test_bad_scheduler_address_is_an_input_error(cfg):
+    state = new_decode_state(cfg, "pccx")
+    with pytest.raises(InputError, match="cannot reach a Dask scheduler"):
+        execute_step(
+            handmade_graph(cfg, 0), None, state, kernels="handmade", scheduler="tcp://127.0.0.1:1"
+        )
+    with pytest.raises(InputError, match="unknown scheduler"):
+        execute_step(handmade_graph(cfg, 0), None, state, kernels="handmade", scheduler="gpu")
