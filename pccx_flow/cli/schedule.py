@@ -1,0 +1,168 @@
+"""`pccx-flow schedule`: schedule one decode step on a hardware profile and summarise it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from pccx_flow.errors import InputError, RenderError
+
+DEFAULT_POSITION = 1023  # decode the 1,024th token: a 1K context, a typical chat turn
+
+EPILOG = f"""examples:
+  pccx-flow schedule                                  # E4B, v002-spec, critical-path
+  pccx-flow schedule --policy heft --profile v002-as-built
+  pccx-flow schedule --list                           # every policy, one line each
+  pccx-flow schedule --preset tiny --policy random --seed 3
+  pccx-flow schedule --layers 0:5 --json step.json --trace step.trace.json
+  pccx-flow schedule --gantt step.svg                 # Gantt chart (svg, png or html)
+  pccx-flow schedule --policy mypkg.sched:MyPolicy    # a policy class on sys.path
+
+The default position is {DEFAULT_POSITION} (a 1,024-token context), or the preset's last
+KV position when its cache is shorter (tiny: 63). Every time and tok/s printed is a model
+estimate on the named profile; no pccx board has been timed. --trace writes Chrome trace
+JSON (open it in https://ui.perfetto.dev or chrome://tracing), one track per lane."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "schedule",
+        help="schedule one decode step onto the NPU lanes and summarise it",
+        description="Build the decode-step DAG, schedule it with a list-scheduling policy, "
+        "validate the schedule and print makespan, bounds, utilisation, LAuReL overlap and "
+        "PLE slack (all model estimates).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--policy",
+        default="critical-path",
+        metavar="NAME",
+        help="policy name, plugin entry point or module:Class (default: %(default)s)",
+    )
+    p.add_argument("--list", action="store_true", help="list every policy and exit")
+    p.add_argument(
+        "--profile",
+        default="v002-spec",
+        metavar="NAME|FILE",
+        help="hardware profile name or TOML file (default: %(default)s)",
+    )
+    p.add_argument("--preset", default="e4b", help="model preset: e4b or tiny (default: e4b)")
+    p.add_argument(
+        "--position",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"decode position (default: {DEFAULT_POSITION} or the preset's last)",
+    )
+    p.add_argument("--semantics", default="pccx", help="pccx or gemma3n (default: pccx)")
+    p.add_argument(
+        "--layers", default=None, metavar="A:B", help="only decoder layers A..B-1 (default: all)"
+    )
+    p.add_argument(
+        "--tile-rows",
+        type=int,
+        default=512,
+        metavar="N",
+        help="GEMV output rows per tile (default: 512)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed for the random policy")
+    p.add_argument("--json", type=Path, metavar="OUT", help="write schedule + metrics as JSON")
+    p.add_argument("--trace", type=Path, metavar="OUT.json", help="write Chrome trace JSON")
+    p.add_argument("--gantt", type=Path, metavar="OUT.svg|png|html", help="draw a Gantt chart")
+    p.set_defaults(func=run)
+
+
+def parse_layers(text: str | None, n_layers: int) -> tuple[int, int] | None:
+    """``"a:b"`` -> (a, b) with 0 <= a < b <= n_layers; ``":b"`` and ``"a:"`` allowed."""
+    if text is None:
+        return None
+    head, sep, tail = text.partition(":")
+    try:
+        if not sep:
+            a = int(head)
+            b = a + 1
+        else:
+            a = int(head) if head.strip() else 0
+            b = int(tail) if tail.strip() else n_layers
+    except ValueError:
+        raise InputError(f"--layers {text!r}: write A:B with integers, e.g. 0:5") from None
+    if not 0 <= a < b <= n_layers:
+        raise InputError(
+            f"--layers {text!r}: need 0 <= A < B <= {n_layers} (the preset has {n_layers} layers)"
+        )
+    return a, b
+
+
+def run(args: argparse.Namespace) -> int:
+    from pccx_flow.schedule.registry import DEFAULT_POLICY, list_policies, make_policy
+    from pccx_flow.schedule.report import format_policy_list
+
+    if args.list:
+        print(format_policy_list(list_policies(), DEFAULT_POLICY))
+        return 0
+
+    from pccx_flow.graph.build import build_decode_graph
+    from pccx_flow.hardware.profile import load_profile
+    from pccx_flow.model.config import check_semantics, get_config
+    from pccx_flow.schedule.metrics import schedule_metrics
+    from pccx_flow.schedule.problem import problem_from_graph
+    from pccx_flow.schedule.registry import run_on_problem
+    from pccx_flow.schedule.report import format_summary
+
+    config = get_config(args.preset)
+    check_semantics(args.semantics)
+    if args.position is None:
+        args.position = min(DEFAULT_POSITION, config.max_seq - 1)
+    layers = parse_layers(args.layers, config.n_layers)
+    if args.tile_rows < 1:
+        raise InputError(f"--tile-rows {args.tile_rows}: give a positive number of rows")
+    policy = make_policy(args.policy, seed=args.seed)  # fail fast, before the graph
+    profile = load_profile(args.profile)
+    for out in (args.json, args.trace, args.gantt):
+        if out is not None and not out.parent.is_dir():
+            raise InputError(f"cannot write {out}: folder {out.parent} does not exist")
+
+    t0 = time.perf_counter()
+    graph = build_decode_graph(
+        config,
+        semantics=args.semantics,
+        position=args.position,
+        profile=profile,
+        tile_rows=args.tile_rows,
+        layers=range(*layers) if layers else None,
+    )
+    problem = problem_from_graph(graph, profile)
+    t1 = time.perf_counter()
+    schedule = run_on_problem(policy, problem, label=args.policy, profile=profile.name)
+    t2 = time.perf_counter()
+    metrics = schedule_metrics(schedule, problem, profile)
+    metrics["wall_seconds"] = {"build": t1 - t0, "schedule": t2 - t1}
+
+    context = {
+        "preset": args.preset,
+        "semantics": args.semantics,
+        "position": args.position,
+        "layers": args.layers or f"0:{config.n_layers}",
+    }
+    print(format_summary(metrics, context))
+    print(f"(scheduled in {t2 - t1:.2f} s of wall time on this machine)")
+
+    if args.json is not None:
+        schedule.to_json(args.json, metrics=metrics, context=context)
+        print(f"wrote {args.json}", file=sys.stderr)
+    if args.trace is not None:
+        from pccx_flow.schedule.trace import write_chrome_trace
+
+        write_chrome_trace(schedule, args.trace, graph, profile.core_hz)
+        print(f"wrote {args.trace} (Chrome trace, open in Perfetto)", file=sys.stderr)
+    if args.gantt is not None:
+        try:
+            from pccx_flow.render.gantt import write_gantt
+        except ImportError as exc:
+            raise RenderError(f"Gantt charts are not available in this install: {exc}") from None
+        write_gantt(schedule, graph, args.gantt, metrics=metrics, profile=profile)
+        print(f"wrote {args.gantt}", file=sys.stderr)
+    return 0

@@ -1,0 +1,325 @@
+"""How good a schedule is, and where its time goes.
+
+Everything here reads a validated `Schedule` and its `SchedulingProblem` and returns plain
+data (dicts of numbers and names) that the report, the JSON output and the benchmark share:
+
+- makespan in cycles, and in µs and tok/s at the profile's clock: **model estimates** on the
+  named profile, never measurements;
+- every lower bound (`pccx_flow.bounds` for a decode graph, the problem's own otherwise), the
+  largest one, and the gap of the makespan to it;
+- the schedule length ratio: makespan over the min-cost critical path;
+- per-lane utilisation;
+- the schedule's own critical path, walked back from the last node to finish through whatever
+  fixed each start (an input arriving, the lane or a pool instance freeing up), with the
+  cycles spent waiting for lanes and pools rather than for data;
+- LAuReL overlap: per layer, the share of the ``laurel`` block's busy time that runs while the
+  same layer's ``attn`` block is running (spec 003 §1: LAuReL runs in parallel to attention);
+- PLE slack: per ``ple_mix`` node, how much later it could start without growing the makespan,
+  keeping every lane's and pool instance's order (spec 003 §2: PLE is off the critical path).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Hashable
+from math import ceil
+from typing import Any
+
+from pccx_flow.schedule.model import Schedule, Slot
+from pccx_flow.schedule.problem import SchedulingProblem
+
+Node = Hashable
+
+
+def estimate_label(profile: Any) -> str:
+    """The words every printed time carries."""
+    name = getattr(profile, "name", profile)
+    return f"model estimate, profile {name}"
+
+
+# --- bounds --------------------------------------------------------------------------------
+
+
+def min_cost_critical_path(problem: SchedulingProblem) -> int:
+    """Longest path with every node at its cheapest lane and free communication."""
+    finish: dict[Node, int] = {}
+    for n in problem.order:
+        start = max((finish[p] for p in problem.preds[n]), default=0)
+        finish[n] = start + problem.min_cost(n)
+    return max(finish.values(), default=0)
+
+
+def problem_bounds(problem: SchedulingProblem) -> dict[str, int]:
+    """Lower bounds any problem has: critical path, lane-set work, pool work.
+
+    For each distinct set S of lanes some node can use, every node confined to S must run on
+    S, so ceil(sum of their min costs / |S|) bounds the makespan; a pool with k instances
+    likewise bounds by the work of its users over k.
+    """
+    bounds = {"critical_path": min_cost_critical_path(problem)}
+    lane_sets = {frozenset(problem.costs[n]) for n in problem.order}
+    for lanes in sorted(lane_sets, key=lambda s: sorted(s)):
+        work = sum(problem.min_cost(n) for n in problem.order if set(problem.costs[n]) <= lanes)
+        classes = sorted({problem.lane_by_name[ln].lane_class for ln in lanes})
+        name = f"lanes:{'+'.join(classes)}" + (f"[{len(lanes)}]" if len(lanes) > 1 else "")
+        if len(classes) == 1 and lanes == {
+            ln.name for ln in problem.lanes if ln.lane_class == classes[0]
+        }:
+            name = f"lane_class:{classes[0]}"
+        bounds[name] = max(bounds.get(name, 0), ceil(work / len(lanes)))
+    for pool, count in problem.pools.items():
+        work = sum(problem.min_cost(n) for n in problem.order if pool in problem.resources[n])
+        if work:
+            bounds[f"pool:{pool}"] = ceil(work / count)
+    return bounds
+
+
+def graph_bounds(problem: SchedulingProblem, profile: Any) -> dict[str, int] | None:
+    """`pccx_flow.bounds.lower_bounds` of the decode graph behind `problem`, flattened."""
+    if problem.source is None or profile is None or isinstance(profile, str):
+        return None
+    from pccx_flow.bounds import lower_bounds
+
+    lb = lower_bounds(problem.source, profile)
+    out = {"critical_path": int(lb.critical_path_cycles)}
+    out.update({f"lane_class:{k}": int(v) for k, v in lb.lane_class_cycles.items()})
+    out.update({f"bandwidth:{k}": int(v) for k, v in lb.bandwidth_cycles.items()})
+    return out
+
+
+# --- the schedule's own critical path --------------------------------------------------------
+
+
+def schedule_critical_path(schedule: Schedule, problem: SchedulingProblem) -> dict:
+    """Walk back from the last node to finish through whatever determined each start.
+
+    At each node the cause of its start time is, in this order of preference: an input from a
+    predecessor that arrived exactly then (``data``), the previous node on the same lane
+    finishing exactly then (``lane``), or the previous holder of one of its pool instances
+    (``pool:<instance>``). A start with no such cause (time 0, or a policy's own delay such as
+    in-order issue) ends the walk. Waiting is the time between a node's inputs being ready and
+    its start, summed by cause over the path.
+    """
+    slots = schedule.slots
+    if not slots:
+        return {"nodes": [], "steps": [], "lanes": {}, "waiting_cycles": {}}
+    ends_on_lane: dict[tuple[str, int], list[Node]] = defaultdict(list)
+    ends_on_inst: dict[tuple[str, int], list[Node]] = defaultdict(list)
+    for n, s in slots.items():
+        ends_on_lane[(s.lane, s.finish)].append(n)
+        for inst in s.resources:
+            ends_on_inst[(inst, s.finish)].append(n)
+    index = problem.index
+    last = max(slots.values(), key=lambda s: (s.finish, index[s.node])).node
+    steps, seen = [], set()
+    waiting: dict[str, int] = defaultdict(int)
+    node: Node | None = last
+    while node is not None and node not in seen:
+        seen.add(node)
+        s = slots[node]
+        data_ready, from_pred = 0, None
+        for p in problem.preds[node]:
+            ps = slots[p]
+            t = ps.finish + problem.comm(p, node, ps.lane, s.lane)
+            if t > data_ready or (t == data_ready and from_pred is None):
+                data_ready, from_pred = t, p
+        cause, prev = "start", None
+        if s.start > 0:
+            if from_pred is not None and data_ready == s.start:
+                cause, prev = "data", from_pred
+            else:
+                on_lane = [m for m in ends_on_lane.get((s.lane, s.start), ()) if m != node]
+                if on_lane:
+                    cause, prev = "lane", min(on_lane, key=index.__getitem__)
+                else:
+                    for inst in s.resources:
+                        holders = [m for m in ends_on_inst.get((inst, s.start), ()) if m != node]
+                        if holders:
+                            cause, prev = f"pool:{inst}", min(holders, key=index.__getitem__)
+                            break
+                    else:
+                        cause = "delay"
+        wait = s.start - data_ready
+        if wait > 0:
+            waiting[cause.split(":")[0]] += wait
+        steps.append(
+            {
+                "node": node,
+                "lane": s.lane,
+                "start": s.start,
+                "finish": s.finish,
+                "cause": cause,
+                "waited_cycles": wait,
+            }
+        )
+        node = prev
+    steps.reverse()
+    lanes: dict[str, int] = defaultdict(int)
+    for st in steps:
+        lanes[st["lane"]] += st["finish"] - st["start"]
+    return {
+        "nodes": [st["node"] for st in steps],
+        "steps": steps,
+        "lanes": dict(sorted(lanes.items(), key=lambda kv: -kv[1])),
+        "waiting_cycles": dict(waiting),
+    }
+
+
+# --- LAuReL overlap and PLE slack ------------------------------------------------------------
+
+
+def _union(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for s, f in sorted(i for i in intervals if i[1] > i[0]):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], f)
+        else:
+            out.append([s, f])
+    return [(s, f) for s, f in out]
+
+
+def _intersection_length(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
+    i = j = total = 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if hi > lo:
+            total += hi - lo
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def _by_layer_block(schedule: Schedule, problem: SchedulingProblem, block: str) -> dict:
+    out: dict[int, list[Slot]] = defaultdict(list)
+    attrs = problem.graph.nodes
+    for n, slot in schedule.slots.items():
+        a = attrs[n]
+        if a.get("block") == block:
+            out[a.get("layer", -1)].append(slot)
+    return out
+
+
+def laurel_overlap(schedule: Schedule, problem: SchedulingProblem) -> dict:
+    """Per layer, the share of LAuReL busy time that overlaps the layer's attention block."""
+    laurel = _by_layer_block(schedule, problem, "laurel")
+    attn = _by_layer_block(schedule, problem, "attn")
+    per_layer = {}
+    for layer in sorted(laurel):
+        busy = _union([(s.start, s.finish) for s in laurel[layer]])
+        total = sum(f - s for s, f in busy)
+        if total == 0:
+            continue
+        attn_busy = _union([(s.start, s.finish) for s in attn.get(layer, [])])
+        both = _intersection_length(busy, attn_busy)
+        per_layer[layer] = both / total
+    shares = list(per_layer.values())
+    return {
+        "per_layer": per_layer,
+        "mean": sum(shares) / len(shares) if shares else None,
+        "min": min(shares) if shares else None,
+    }
+
+
+def latest_starts(schedule: Schedule, problem: SchedulingProblem) -> dict[Node, int]:
+    """Latest start of every node that keeps the makespan, the lane orders and pool orders.
+
+    The schedule's own order on each lane and pool instance is kept as extra edges; the latest
+    finish of a node is the earliest latest start among its successors (minus comm) and among
+    the next node on its lane and on each pool instance it holds.
+    """
+    slots = schedule.slots
+    index = problem.index
+    order = sorted(slots.values(), key=lambda s: (s.start, s.finish, index[s.node]))
+    next_on: dict[Node, list[Node]] = defaultdict(list)
+    last_on: dict[str, Node] = {}
+    for s in order:
+        for key in (("lane", s.lane), *(("inst", i) for i in s.resources)):
+            prev = last_on.get(key)
+            if prev is not None:
+                next_on[prev].append(s.node)
+            last_on[key] = s.node
+    makespan = schedule.makespan
+    latest: dict[Node, int] = {}
+    for s in reversed(order):
+        n = s.node
+        lf = makespan
+        for succ in problem.succs[n]:
+            t = latest[succ] - problem.comm(n, succ, s.lane, slots[succ].lane)
+            if t < lf:
+                lf = t
+        for succ in next_on.get(n, ()):
+            if latest[succ] < lf:
+                lf = latest[succ]
+        latest[n] = lf - (s.finish - s.start)
+    return latest
+
+
+def ple_slack(schedule: Schedule, problem: SchedulingProblem, latest: dict | None = None) -> dict:
+    """Slack of the ``ple_mix`` nodes: per layer the minimum, overall minimum, zero layers."""
+    mix = _by_layer_block(schedule, problem, "ple_mix")
+    if not mix:
+        return {"per_layer": {}, "min": None, "zero_layers": []}
+    latest = latest if latest is not None else latest_starts(schedule, problem)
+    per_layer = {
+        layer: min(latest[s.node] - s.start for s in slots) for layer, slots in sorted(mix.items())
+    }
+    return {
+        "per_layer": per_layer,
+        "min": min(per_layer.values()),
+        "zero_layers": [layer for layer, v in per_layer.items() if v <= 0],
+    }
+
+
+# --- everything together ---------------------------------------------------------------------
+
+
+def utilisation(schedule: Schedule) -> dict[str, float]:
+    """Busy share of the makespan per lane, in lane order."""
+    span = schedule.makespan
+    busy: dict[str, int] = {lane.name: 0 for lane in schedule.lanes}
+    for s in schedule.slots.values():
+        busy[s.lane] = busy.get(s.lane, 0) + s.finish - s.start
+    return {lane: (b / span if span else 0.0) for lane, b in busy.items()}
+
+
+def schedule_metrics(schedule: Schedule, problem: SchedulingProblem, profile: Any = None) -> dict:
+    """Every metric of the module docstring as plain, JSON-compatible data."""
+    span = schedule.makespan
+    bounds = graph_bounds(problem, profile)
+    bound_source = "pccx_flow.bounds"
+    if bounds is None:
+        bounds, bound_source = problem_bounds(problem), "problem"
+    largest_name = max(bounds, key=lambda k: bounds[k])
+    largest = bounds[largest_name]
+    cp_min = min_cost_critical_path(problem)
+    out: dict[str, Any] = {
+        "policy": schedule.policy,
+        "profile": schedule.profile,
+        "nodes": len(problem),
+        "edges": problem.graph.number_of_edges(),
+        "lanes": len(problem.lanes),
+        "makespan_cycles": span,
+        "bounds_cycles": bounds,
+        "bounds_source": bound_source,
+        "largest_bound": largest_name,
+        "largest_bound_cycles": largest,
+        "gap_to_largest_bound": (span / largest - 1.0) if largest else None,
+        "below_bounds": sorted(k for k, v in bounds.items() if span < v),
+        "schedule_length_ratio": span / cp_min if cp_min else None,
+        "utilisation": utilisation(schedule),
+    }
+    core_hz = getattr(profile, "core_hz", None)
+    if core_hz:
+        out["estimate"] = estimate_label(profile)
+        out["core_hz"] = float(core_hz)
+        out["makespan_us"] = span / core_hz * 1e6
+        out["tokens_per_second"] = core_hz / span if span else None
+        out["largest_bound_tokens_per_second"] = core_hz / largest if largest else None
+    out["critical_path"] = schedule_critical_path(schedule, problem)
+    has_blocks = any("block" in a for _, a in problem.graph.nodes(data=True))
+    if has_blocks:
+        out["laurel_overlap"] = laurel_overlap(schedule, problem)
+        out["ple_slack"] = ple_slack(schedule, problem)
+    return out

@@ -1,0 +1,131 @@
+"""The short summary `pccx-flow schedule` prints: fits an 80-column terminal.
+
+Every time and token rate in it is a model estimate on the named hardware profile, and the
+text says so on each line that carries one; no pccx board has ever been timed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+WIDTH = 80
+
+
+def _us(cycles: float, core_hz: float | None) -> str:
+    if not core_hz:
+        return ""
+    us = cycles / core_hz * 1e6
+    return f"{us / 1000:,.3f} ms" if us >= 1000 else f"{us:,.2f} µs"
+
+
+def _rate(tps: float) -> str:
+    return f"{tps:,.2f}" if tps < 1e4 else f"{tps:.3g}"
+
+
+def _gap(x: float) -> str:
+    return f"{100 * x:+.1f} %" if abs(x) < 100 else f"x{x + 1:,.0f}"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f} %"
+
+
+def _layers(layers: list) -> str:
+    if not layers:
+        return "none"
+    text = ", ".join(str(x) for x in layers[:12])
+    return text + (f", ... ({len(layers)} layers)" if len(layers) > 12 else "")
+
+
+def format_summary(metrics: dict, context: dict | None = None, *, top_lanes: int = 5) -> str:
+    """The summary table of one schedule (`metrics` from `schedule_metrics`)."""
+    ctx = context or {}
+    hz = metrics.get("core_hz")
+    est = metrics.get("estimate", "model estimate")
+    span = metrics["makespan_cycles"]
+    lines = [f"pccx-flow schedule: policy {metrics['policy']}, profile {metrics['profile']}"]
+    keys = ("preset", "semantics", "position", "layers")
+    graph_bits = [f"{k} {ctx[k]}" for k in keys if ctx.get(k) is not None]
+    if graph_bits:
+        lines.append(f"graph     {', '.join(graph_bits)}")
+    lines.append(
+        f"size      {metrics['nodes']:,} nodes, {metrics['edges']:,} edges, "
+        f"{metrics['lanes']} lanes"
+    )
+    if hz:
+        tps = metrics.get("tokens_per_second")
+        lines.append(f"makespan  {span:,} cycles = {_us(span, hz)}/token = {tps:.2f} tok/s")
+        lines.append(f"          ({est}, {hz / 1e6:g} MHz core)")
+    else:
+        lines.append(f"makespan  {span:,} cycles")
+    lines.append("")
+    lines.append(f"{'lower bound':<28}{'cycles':>14}{'tok/s max':>11}  makespan vs bound")
+    bounds = metrics["bounds_cycles"]
+    for name in sorted(bounds, key=lambda k: -bounds[k]):
+        c = bounds[name]
+        tps = _rate(hz / c) if hz and c else "-"
+        gap = _gap(span / c - 1) if c else "-"
+        mark = "  <- largest" if name == metrics["largest_bound"] else ""
+        lines.append(f"  {name[:26]:<26}{c:>14,}{tps:>11}  {gap}{mark}")
+    if metrics.get("below_bounds"):
+        lines.append(
+            f"  note: makespan is below {', '.join(metrics['below_bounds'])}: the scheduler"
+        )
+        lines.append("  does not serialise those (they are bounds only in the cost model)")
+    slr = metrics.get("schedule_length_ratio")
+    if slr is not None:
+        lines.append(f"  schedule length ratio {slr:.2f} (makespan / min-cost critical path)")
+    lines.append("")
+    util = sorted(metrics["utilisation"].items(), key=lambda kv: -kv[1])[:top_lanes]
+    lines.append("busiest   " + "  ".join(f"{lane} {_pct(u)}" for lane, u in util))
+    cp = metrics.get("critical_path") or {}
+    if cp.get("nodes"):
+        lane_part = ", ".join(list(cp["lanes"])[:3])
+        wait = cp.get("waiting_cycles") or {}
+        wait_text = ", ".join(f"{v:,} on {k}" for k, v in sorted(wait.items())) or "none"
+        lines.append(f"crit path {len(cp['nodes']):,} nodes, mostly on {lane_part}")
+        lines.append(f"          waiting beyond data: {wait_text} (cycles)")
+    lo = metrics.get("laurel_overlap")
+    if lo and lo.get("mean") is not None:
+        worst = min(lo["per_layer"], key=lambda k: lo["per_layer"][k])
+        lines.append(
+            f"LAuReL    runs beside attention {_pct(lo['mean'])} of its time "
+            f"(worst layer {worst}: {_pct(lo['min'])})"
+        )
+    ps = metrics.get("ple_slack")
+    if ps and ps.get("min") is not None:
+        extra = f" = {_us(ps['min'], hz)}" if hz else ""
+        lines.append(
+            f"PLE slack min {ps['min']:,} cycles{extra}; zero on layers: "
+            f"{_layers(ps['zero_layers'])}"
+        )
+    if hz:
+        lines.append("")
+        lines.append(f"All times are model estimates on profile {metrics['profile']};")
+        lines.append("no pccx board has been timed.")
+    return "\n".join(_fit(line) for line in lines)
+
+
+def _fit(line: str) -> str:
+    return line if len(line) <= WIDTH else line[: WIDTH - 3] + "..."
+
+
+def format_policy_list(rows: list[tuple[str, str, str]], default: str) -> str:
+    """One line per policy for ``--list``: name, origin marker, description."""
+    width = max((len(r[0]) for r in rows), default=0)
+    out = []
+    for name, origin, desc in rows:
+        tag = "" if origin == "built-in" else f" [{origin}]"
+        mark = " (default)" if name == default and "(default)" not in desc else ""
+        out.append(f"{name:<{width}}  {desc}{mark}{tag}")
+    return "\n".join(out)
+
+
+def summary_context(args: Any) -> dict:
+    """The graph facts the summary shows, from parsed CLI arguments."""
+    return {
+        "preset": getattr(args, "preset", None),
+        "semantics": getattr(args, "semantics", None),
+        "position": getattr(args, "position", None),
+        "layers": getattr(args, "layers", None),
+    }
