@@ -1,0 +1,128 @@
+"""The core functions of spec 000 §0, written once in NumPy float32 for the reference decode.
+
+Every function takes and returns float32 arrays and is a direct transcription of the
+formula it names, so a reader can hold it next to the specification. Where the published
+Gemma 3n reference (``semantics="gemma3n"``) computes the same thing differently, the
+function takes the variant as an argument rather than hiding it behind a flag elsewhere.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+F32 = np.float32
+
+
+def rms_norm(x: np.ndarray, gamma: np.ndarray | None, eps: float = 1e-6) -> np.ndarray:
+    """RMSNorm over the last axis: ``x / sqrt(mean(x²) + eps) * gamma`` (spec §0).
+
+    Gamma multiplies as it is (not ``1 + gamma``). ``gamma=None`` is the weightless norm the
+    published reference applies to V.
+    """
+    x = np.asarray(x, dtype=F32)
+    ms = np.mean(np.square(x), axis=-1, keepdims=True, dtype=F32)
+    out = x / np.sqrt(ms + F32(eps))
+    if gamma is not None:
+        out = out * np.asarray(gamma, dtype=F32)
+    return out.astype(F32, copy=False)
+
+
+_GELU_C = F32(math.sqrt(2.0 / math.pi))
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """GELU in its tanh form: ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x³)))`` (spec §0)."""
+    x = np.asarray(x, dtype=F32)
+    inner = _GELU_C * (x + F32(0.044715) * x * x * x)
+    return (F32(0.5) * x * (F32(1.0) + np.tanh(inner))).astype(F32, copy=False)
+
+
+def rope_angles(position: int, theta: float, head_dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of ``position * ω_i`` with ``ω_i = θ^(-2i/d_head)``, i = 0..d_head/2-1.
+
+    Angles are formed in float64 and rounded once to float32, so the only float32 error is
+    the final rounding (positions up to 8191 times ω_0 = 1 would otherwise lose digits).
+    """
+    i = np.arange(head_dim // 2, dtype=np.float64)
+    omega = theta ** (-2.0 * i / head_dim)
+    angle = position * omega
+    return np.cos(angle).astype(F32), np.sin(angle).astype(F32)
+
+
+def rope_interleaved(x: np.ndarray, position: int, theta: float) -> np.ndarray:
+    """Specification RoPE (§0): element 2i rotates with element 2i+1 by ``position * ω_i``.
+
+    ``x`` is ``[heads, head_dim]``.
+    """
+    x = np.asarray(x, dtype=F32)
+    cos, sin = rope_angles(position, theta, x.shape[-1])
+    even, odd = x[..., 0::2], x[..., 1::2]
+    out = np.empty_like(x)
+    out[..., 0::2] = even * cos - odd * sin
+    out[..., 1::2] = even * sin + odd * cos
+    return out
+
+
+def rope_split_half(x: np.ndarray, position: int, theta: float) -> np.ndarray:
+    """Published-reference RoPE (``rotate_half``): element i rotates with element i + d/2.
+
+    Same frequencies as `rope_interleaved`; only the pairing differs. ``x`` is
+    ``[heads, head_dim]``.
+    """
+    x = np.asarray(x, dtype=F32)
+    half = x.shape[-1] // 2
+    cos, sin = rope_angles(position, theta, x.shape[-1])
+    first, second = x[..., :half], x[..., half:]
+    out = np.empty_like(x)
+    out[..., :half] = first * cos - second * sin
+    out[..., half:] = second * cos + first * sin
+    return out
+
+
+def gqa_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Grouped-query attention of one query position over ``L`` cached positions.
+
+    ``q`` is ``[n_q_heads, d]``, ``k`` and ``v`` are ``[L, n_kv_heads, d]``; query head h
+    reads KV head ``h // (n_q_heads / n_kv_heads)`` (spec §0: Q_g = Q[4g:4g+4]). Scores are
+    ``Q · Kᵀ`` with **no** 1/sqrt(d_head) scaling and no softcap: spec 001 §1 and the
+    published reference both say so, although the §0 GQA formula still shows the division.
+    Softmax is the numerically stable one (subtract the row max, spec 001's CVO sequence).
+    Returns ``[n_q_heads * d]`` (the heads concatenated, spec §0 "flatten").
+    """
+    q = np.asarray(q, dtype=F32)
+    k = np.asarray(k, dtype=F32)
+    v = np.asarray(v, dtype=F32)
+    n_q, d = q.shape
+    n_kv = k.shape[1]
+    group = n_q // n_kv
+    out = np.empty((n_q, d), dtype=F32)
+    for g in range(n_kv):
+        qg = q[g * group : (g + 1) * group]  # [group, d]
+        scores = qg @ k[:, g, :].T  # [group, L]
+        scores = scores - scores.max(axis=-1, keepdims=True)
+        e = np.exp(scores)
+        probs = e / e.sum(axis=-1, keepdims=True)
+        out[g * group : (g + 1) * group] = probs @ v[:, g, :]
+    return out.reshape(-1)
+
+
+def gaussian_topk_gate(gate_raw: np.ndarray, z: float, ddof: int) -> np.ndarray:
+    """Sparse gate of spec 002 §1: ``max(gate_raw - (mean + z·std), 0)``.
+
+    The specification writes "Std" without saying which one. ``ddof=1`` (sample standard
+    deviation) is what ``semantics="pccx"`` uses; the published reference uses the
+    population standard deviation, ``ddof=0`` (difference 9 of gemma3n-semantics.md).
+    """
+    g = np.asarray(gate_raw, dtype=F32)
+    mean = np.mean(g, dtype=F32)
+    std = np.std(g, ddof=ddof, dtype=F32)
+    cutoff = mean + std * F32(z)
+    return np.maximum(g - cutoff, F32(0.0))
+
+
+def softcap(x: np.ndarray, cap: float) -> np.ndarray:
+    """Final-logit soft-capping ``cap · tanh(x / cap)`` (spec §5 step 3)."""
+    x = np.asarray(x, dtype=F32)
+    return (F32(cap) * np.tanh(x / F32(cap))).astype(F32, copy=False)

@@ -1,0 +1,50 @@
+"""Weight access for the reference decode that never holds more than one slab of a matrix.
+
+An E4B checkpoint holds ~4 billion INT4 weights; dequantised to float32 the LM head alone is
+2.1 GB. The reference decode therefore multiplies every INT4 matrix slab by slab: it asks
+the checkpoint for a block of rows (dequantised on the fly), multiplies it, and drops it
+before fetching the next. Embedding tables are read one row at a time. Peak memory is then
+one slab plus the small float32 tensors, whatever the model size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+F32 = np.float32
+
+# Elements (not bytes) of one dequantised slab: 8 Mi float32 = 32 MiB. Large enough that
+# the BLAS call dominates the Python overhead, small enough that the slab and the
+# temporaries of its dequantisation stay far below the memory target.
+SLAB_ELEMENTS = 1 << 23
+
+
+def slab_rows(n_cols: int, slab_elements: int = SLAB_ELEMENTS) -> int:
+    """Rows per slab for a matrix with `n_cols` columns (at least one row)."""
+    return max(1, slab_elements // max(1, n_cols))
+
+
+def matvec(ckpt, key: str, x: np.ndarray, slab_elements: int = SLAB_ELEMENTS) -> np.ndarray:
+    """``W @ x`` for the ``[out, in]`` matrix `key`, dequantising `slab_rows` rows at a time."""
+    n_out, n_in = ckpt.spec(key).shape
+    x = np.asarray(x, dtype=F32)
+    if x.shape != (n_in,):
+        raise ValueError(f"{key}: expected a vector of {n_in}, got shape {x.shape}")
+    step = slab_rows(n_in, slab_elements)
+    if step >= n_out:
+        return (np.asarray(ckpt.tensor(key), dtype=F32) @ x).astype(F32, copy=False)
+    out = np.empty(n_out, dtype=F32)
+    for start in range(0, n_out, step):
+        stop = min(n_out, start + step)
+        out[start:stop] = np.asarray(ckpt.rows(key, start, stop), dtype=F32) @ x
+    return out
+
+
+def row(ckpt, key: str, index: int) -> np.ndarray:
+    """Row `index` of the table `key`, dequantised (an embedding lookup)."""
+    return np.asarray(ckpt.rows(key, index, index + 1), dtype=F32).reshape(-1)
+
+
+def vector(ckpt, key: str) -> np.ndarray:
+    """A small float32 tensor (norm weights, router, AltUp coefficients) as float32."""
+    return np.asarray(ckpt.tensor(key), dtype=F32)
