@@ -1,0 +1,98 @@
+"""Check a checkpoint directory file by file without loading it.
+
+Every tensor the config needs is opened exactly as `Checkpoint` opens it (header, dtype,
+shape in either storage form, truncation, pickles refused), float32 data and INT4 scales are
+scanned for NaN/inf, and files that belong to no tensor are listed. The K/V weights of
+KV-sharing layers are never read by a decode step, so their absence is not a problem.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from pccx_flow.errors import MissingTensorError, TensorFormatError, WeightsError
+from pccx_flow.model.config import Gemma3nConfig
+from pccx_flow.model.tensors import tensor_manifest
+from pccx_flow.weights.checkpoint import (
+    MANIFEST_NAME,
+    open_tensor,
+    read_manifest,
+    resolve_config,
+    scale_path,
+    tensor_path,
+)
+
+SCAN_ROWS = 1 << 14  # rows per NaN scan step, so a large float32 tensor is not read at once
+
+
+@dataclass
+class CheckReport:
+    """What `inspect_checkpoint` found: problems are fatal, notes (extra files) are not."""
+
+    path: Path
+    config: Gemma3nConfig | None
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    n_tensors: int = 0
+    n_bytes: int = 0
+
+
+def _non_finite(a: np.ndarray) -> bool:
+    for start in range(0, max(a.shape[0], 1) if a.ndim else 1, SCAN_ROWS):
+        if not np.isfinite(a[start : start + SCAN_ROWS] if a.ndim else a).all():
+            return True
+    return False
+
+
+def inspect_checkpoint(path: Path | str, config: Gemma3nConfig | None = None) -> CheckReport:
+    """Inspect every file of a checkpoint; a bad or absent manifest is itself a problem.
+
+    Raises `ConfigError` only when no config can be found (minimal manifest, none passed) or
+    the given one disagrees with the manifest: those are usage errors, not damaged files.
+    """
+    directory = Path(path)
+    report = CheckReport(directory, None)
+    try:
+        manifest = read_manifest(directory)
+    except WeightsError as exc:
+        report.problems.append(str(exc))
+        return report
+    config = resolve_config(directory, manifest, config)
+    report.config = config
+    expected = {MANIFEST_NAME}
+    for spec in tensor_manifest(config):
+        data_file, scale_file = tensor_path(directory, spec.key), scale_path(directory, spec.key)
+        expected.add(data_file.name)
+        try:
+            opened = open_tensor(directory, spec)
+        except MissingTensorError as exc:
+            if spec.used or data_file.exists():
+                report.problems.append(str(exc))
+            continue
+        except TensorFormatError as exc:
+            report.problems.append(str(exc))
+            continue
+        report.n_tensors += 1
+        report.n_bytes += data_file.stat().st_size
+        if opened.storage == "int4":
+            expected.add(scale_file.name)
+            report.n_bytes += scale_file.stat().st_size
+            if _non_finite(opened.scale):
+                report.problems.append(f"scales of {spec.key}: NaN or infinite values")
+        elif _non_finite(opened.data):
+            report.problems.append(f"tensor {spec.key}: NaN or infinite values")
+    for p in sorted(directory.iterdir()):
+        if p.name not in expected:
+            report.notes.append(f"unknown file {p.name} (not a tensor of {config.name}; ignored)")
+    return report
+
+
+def verify_checkpoint(path: Path | str, config: Gemma3nConfig | None = None) -> list[str]:
+    """Problems of a checkpoint, one line each; empty when it is usable.
+
+    Unknown extra files are not problems; `inspect_checkpoint` lists them as notes.
+    """
+    return inspect_checkpoint(path, config).problems
