@@ -1,0 +1,207 @@
+"""Folding a decode graph into fewer, larger nodes so a picture of it stays readable.
+
+One E4B decode step has thousands of instruction nodes; a picture of all of them is a wall of
+boxes. Four levels of detail, coarsest last:
+
+- ``none``: every node as built;
+- ``tiles``: the GEMV tiles of one matrix (same ``weight.key``, ids ending ``.tNN``) become one
+  node that records how many tiles it holds;
+- ``blocks``: every block of a layer (attention, FFN, LAuReL, ...) becomes one node;
+- ``layers``: every layer (and the steps before / after the stack) becomes one node.
+
+`collapse` returns the folded graph and the map from original node to folded node, so the
+caller can carry a critical path or a schedule over to the picture. Folded nodes keep the
+attributes a picture needs (layer, block, op mix, dominant lane class, total cycles).
+
+>>> import networkx as nx
+>>> g = nx.DiGraph()
+>>> g.add_node("L00.ffn.gate.t00", layer=0, block="ffn", op="GEMV", lane_class="gemv",
+...            weight={"key": "layers.0.mlp.gate_proj.weight", "rows": [0, 512]})
+>>> g.add_node("L00.ffn.gate.t01", layer=0, block="ffn", op="GEMV", lane_class="gemv",
+...            weight={"key": "layers.0.mlp.gate_proj.weight", "rows": [512, 1024]})
+>>> folded, group_of = collapse(g, "tiles")
+>>> sorted(folded.nodes), folded.nodes["L00.ffn.gate"]["tiles"]
+(['L00.ffn.gate'], 2)
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import networkx as nx
+
+from pccx_flow.errors import RenderError
+
+LEVELS = ("none", "tiles", "blocks", "layers")
+
+# The finest level whose picture has at most this many nodes is picked by default: about
+# what one screen (or one page of `dot` output) shows with readable labels.
+MAX_READABLE_NODES = 200
+
+# A node that feeds more than this many others (a shared constant, a normed input read by
+# hundreds of LM-head tiles) makes `dot` spend minutes on crossings: such nodes are left out.
+FANOUT_LIMIT = 96
+
+_TILE_SUFFIX = re.compile(r"^(?P<base>.+)\.t\d+$")
+_SCOPE = re.compile(r"^(pre|post|L\d+)$")
+
+
+def check_level(level: str) -> str:
+    """Return `level` if it is a known collapse level, else raise `RenderError`."""
+    if level not in LEVELS:
+        raise RenderError(f"unknown collapse level {level!r}; choose one of: {', '.join(LEVELS)}")
+    return level
+
+
+def scope_of(node: str, attrs: dict) -> str:
+    """``pre``, ``post`` or ``Lnn``: the part of the step a node belongs to.
+
+    Taken from the node id's first dotted part (the id convention of `pccx_flow.graph.nodes`),
+    else from its ``layer`` attribute (layer -1 outside the stack counts as ``pre`` unless the
+    block is ``final``).
+    """
+    head = str(node).split(".", 1)[0]
+    if _SCOPE.match(head):
+        return head
+    layer = attrs.get("layer", -1)
+    if layer is None or layer < 0:
+        return "post" if attrs.get("block") == "final" else "pre"
+    return f"L{int(layer):02d}"
+
+
+def scope_sort_key(scope: str) -> tuple[int, int]:
+    """Order of scopes in a step: pre, L00, L01, ..., post."""
+    if scope == "pre":
+        return (0, 0)
+    if scope == "post":
+        return (2, 0)
+    return (1, int(scope[1:]))
+
+
+def _is_tile(node: str, attrs: dict) -> bool:
+    return (
+        attrs.get("op") in ("GEMV", "GEMM")
+        and bool(attrs.get("weight"))
+        and _TILE_SUFFIX.match(str(node)) is not None
+    )
+
+
+def group_of_node(node: str, attrs: dict, level: str) -> str:
+    """Id of the folded node that `node` belongs to at `level`."""
+    if level == "none":
+        return node
+    scope = scope_of(node, attrs)
+    if level == "layers":
+        return scope
+    if level == "blocks":
+        return f"{scope}.{attrs.get('block')}"
+    if _is_tile(node, attrs):
+        return _TILE_SUFFIX.match(str(node)).group("base")
+    return node
+
+
+def collapse(graph: nx.DiGraph, level: str) -> tuple[nx.DiGraph, dict[str, str]]:
+    """Fold `graph` to `level`; return the folded graph and ``{original node: folded node}``.
+
+    Folded nodes carry ``count`` (members), ``ops`` (op -> count), ``op`` (the op if all
+    members share it, else None), ``lane_class`` (the class with the most work: cycles when
+    known, else members), ``mixed_lanes`` (True when members use several classes), ``layer``,
+    ``block`` (None when mixed), ``scope``, ``tiles`` (GEMV tiles folded; 0 if none),
+    ``cycles`` (sum, when members have it) and ``members`` (original ids in graph order).
+    Parallel edges become one edge with ``count``; edges inside a folded node disappear.
+    """
+    check_level(level)
+    group_of: dict[str, str] = {}
+    members: dict[str, list[str]] = {}
+    for node, attrs in graph.nodes(data=True):
+        group = group_of_node(node, attrs, level)
+        group_of[node] = group
+        members.setdefault(group, []).append(node)
+
+    # A folded id must not name a different original node (e.g. a tile base that is also
+    # a node id of its own): give such groups a distinct id.
+    renamed = {}
+    for group, nodes in members.items():
+        if group in graph and group not in nodes:
+            renamed[group] = f"{group}[x{len(nodes)}]"
+    if renamed:
+        members = {renamed.get(g, g): ns for g, ns in members.items()}
+        group_of = {n: renamed.get(g, g) for n, g in group_of.items()}
+
+    folded = nx.DiGraph()
+    folded.graph.update(graph.graph)
+    for group, nodes in members.items():
+        folded.add_node(group, **_group_attrs(graph, group, nodes, level))
+    for u, v, data in graph.edges(data=True):
+        gu, gv = group_of[u], group_of[v]
+        if gu == gv:
+            continue
+        if folded.has_edge(gu, gv):
+            edge = folded.edges[gu, gv]
+            edge["count"] += 1
+            edge["bytes"] += int(data.get("bytes", 0) or 0)
+        else:
+            folded.add_edge(gu, gv, count=1, bytes=int(data.get("bytes", 0) or 0))
+    return folded, group_of
+
+
+def _group_attrs(graph: nx.DiGraph, group: str, nodes: list[str], level: str) -> dict:
+    if level == "none" or len(nodes) == 1 and nodes[0] == group:
+        attrs = dict(graph.nodes[nodes[0]])
+        attrs.update(
+            count=1,
+            ops={attrs.get("op"): 1},
+            mixed_lanes=False,
+            scope=scope_of(nodes[0], attrs),
+            tiles=0,
+            members=[nodes[0]],
+        )
+        return attrs
+    datas = [graph.nodes[n] for n in nodes]
+    ops = Counter(d.get("op") for d in datas)
+    have_cycles = all(d.get("cycles") is not None for d in datas)
+    lane_work: Counter = Counter()
+    for d in datas:
+        lane_work[d.get("lane_class")] += float(d["cycles"]) if have_cycles else 1.0
+    blocks = {d.get("block") for d in datas}
+    layers = {d.get("layer") for d in datas}
+    attrs = {
+        "count": len(nodes),
+        "ops": dict(ops),
+        "op": next(iter(ops)) if len(ops) == 1 else None,
+        "lane_class": lane_work.most_common(1)[0][0],
+        "mixed_lanes": len(lane_work) > 1,
+        "layer": next(iter(layers)) if len(layers) == 1 else None,
+        "block": next(iter(blocks)) if len(blocks) == 1 else None,
+        "scope": scope_of(nodes[0], datas[0]),
+        "tiles": len(nodes) if level == "tiles" else 0,
+        "members": nodes,
+    }
+    if have_cycles:
+        attrs["cycles"] = sum(float(d["cycles"]) for d in datas)
+    return attrs
+
+
+def pick_level(graph: nx.DiGraph, max_nodes: int = MAX_READABLE_NODES) -> str:
+    """The finest level whose folded graph has at most `max_nodes` nodes (else ``layers``)."""
+    for level in LEVELS[:-1]:
+        if len(set(group_of_node(n, a, level) for n, a in graph.nodes(data=True))) <= max_nodes:
+            return level
+    return LEVELS[-1]
+
+
+def drop_fanout(
+    graph: nx.DiGraph, limit: int = FANOUT_LIMIT, keep: set[str] | frozenset = frozenset()
+) -> tuple[nx.DiGraph, list[str]]:
+    """A copy of `graph` without nodes that feed more than `limit` others (unless in `keep`).
+
+    Returns the smaller graph and the ids left out (in graph order), so a picture can say
+    what it does not show.
+    """
+    dropped = [n for n in graph.nodes if graph.out_degree(n) > limit and n not in keep]
+    if not dropped:
+        return graph, []
+    kept = graph.copy()
+    kept.remove_nodes_from(dropped)
+    return kept, dropped
