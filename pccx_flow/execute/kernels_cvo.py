@@ -1,3 +1,94 @@
-"""cvo kernels (filled in from the graph's kernel table)."""
+"""CVO kernels: the SFU functions of pccx v002, one element-wise pass each.
 
-KERNELS: dict = {}
+GELU is the specification's tanh form (spec 000 §0), not the RTL's ``x·sigmoid(1.702x)``
+approximation: the executor computes what the model means, the cost model accounts for what
+the unit does. A CVO node may work on a span ``a:b`` of its first operand (an instruction
+takes at most 2,048 elements). Everything is float32.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from pccx_flow.execute.operands import F32, apply_span, operands, scalar, vector
+
+_GELU_C = F32(math.sqrt(2.0 / math.pi))
+
+
+def _x(call, inputs) -> tuple[np.ndarray, list]:
+    ops = operands(call.params, inputs)
+    return apply_span(call.params, vector(ops[0])), ops
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) in float32."""
+    inner = _GELU_C * (x + F32(0.044715) * x * x * x)
+    return (F32(0.5) * x * (F32(1.0) + np.tanh(inner))).astype(F32, copy=False)
+
+
+def cvo_exp(call, inputs, ctx, weights, external):
+    """EXP with sub_emax: exp(x - m[0])."""
+    x, ops = _x(call, inputs)
+    return np.exp(x - scalar(ops[-1])).astype(F32, copy=False)
+
+
+def cvo_reduce_sum(call, inputs, ctx, weights, external):
+    x, _ = _x(call, inputs)
+    return np.array([np.sum(x, dtype=F32)], dtype=F32)
+
+
+def cvo_scale_const(call, inputs, ctx, weights, external):
+    x, _ = _x(call, inputs)
+    return (x * F32(call.params["scale"])).astype(F32, copy=False)
+
+
+def cvo_scale_by(call, inputs, ctx, weights, external):
+    x, ops = _x(call, inputs)
+    return (x * scalar(ops[-1])).astype(F32, copy=False)
+
+
+def cvo_scale_recip(call, inputs, ctx, weights, external):
+    """SCALE with recip_scale: x / s[0]."""
+    x, ops = _x(call, inputs)
+    return (x / scalar(ops[-1])).astype(F32, copy=False)
+
+
+def cvo_sqrt(call, inputs, ctx, weights, external):
+    x, _ = _x(call, inputs)
+    return np.sqrt(x).astype(F32, copy=False)
+
+
+def cvo_recip(call, inputs, ctx, weights, external):
+    x, _ = _x(call, inputs)
+    return (F32(1.0) / x).astype(F32, copy=False)
+
+
+def cvo_gelu(call, inputs, ctx, weights, external):
+    x, _ = _x(call, inputs)
+    return gelu_tanh(x)
+
+
+def cvo_sin(call, inputs, ctx, weights, external):
+    x, _ = _x(call, inputs)
+    return np.sin(x).astype(F32, copy=False)
+
+
+def cvo_cos(call, inputs, ctx, weights, external):
+    x, _ = _x(call, inputs)
+    return np.cos(x).astype(F32, copy=False)
+
+
+KERNELS = {
+    "cvo_exp": cvo_exp,
+    "cvo_reduce_sum": cvo_reduce_sum,
+    "cvo_scale_const": cvo_scale_const,
+    "cvo_scale_by": cvo_scale_by,
+    "cvo_scale_recip": cvo_scale_recip,
+    "cvo_sqrt": cvo_sqrt,
+    "cvo_recip": cvo_recip,
+    "cvo_gelu": cvo_gelu,
+    "cvo_sin": cvo_sin,
+    "cvo_cos": cvo_cos,
+}

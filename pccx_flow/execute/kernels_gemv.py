@@ -1,3 +1,80 @@
-"""gemv kernels (filled in from the graph's kernel table)."""
+"""GEMV kernels: weight tiles times a vector, and the two attention GEMVs.
 
-KERNELS: dict = {}
+An INT4 tile is multiplied straight from its packed rows (`pccx_flow.execute.int4`): the
+tile is never dequantised to float32 as a whole. A float32 weight is read as stored, in the
+orientation ``params["layout"]`` names (`pccx_flow.graph.kernel_specs`, "Weights").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pccx_flow.execute.int4 import gemv_int4
+from pccx_flow.execute.operands import F32, operands, vector, weight_bounds
+
+
+def _product(call, x: np.ndarray, weights) -> np.ndarray:
+    w = call.weight
+    key = w["key"]
+    layout = call.params.get("layout", "out_in")
+    shape = weights.spec(key).shape
+    r0, r1, c0, c1 = weight_bounds(w, shape, layout)
+    if x.shape[0] != c1 - c0:
+        raise ValueError(f"input has {x.shape[0]} elements, weight columns {c0}:{c1} need {c1 - c0}")
+    if weights.storage(key) == "int4":
+        if layout != "out_in":
+            raise ValueError(f"INT4 weight {key} must use layout out_in, not {layout}")
+        if c0 % 2 or c1 % 2:
+            raise ValueError(f"INT4 columns {c0}:{c1} must start and end on a byte boundary")
+        packed, scale = weights.int4(key)
+        return gemv_int4(packed[r0:r1, c0 // 2 : c1 // 2], scale[r0:r1], x)
+    stored = weights.float32(key)
+    if layout == "out_in":
+        return (np.asarray(stored[r0:r1, c0:c1], dtype=F32) @ x).astype(F32, copy=False)
+    if layout == "in_out":
+        return (x @ np.asarray(stored[c0:c1, r0:r1], dtype=F32)).astype(F32, copy=False)
+    raise ValueError(f"unknown weight layout {layout!r}")
+
+
+def gemv(call, inputs, ctx, weights, external):
+    """y = W x (+ acc when flags.accm = 1): one weight tile."""
+    ops = operands(call.params, inputs)
+    y = _product(call, vector(ops[0]), weights)
+    if call.flags.get("accm"):
+        y = y + vector(ops[1])
+    return y
+
+
+def _kv_rows(call, inputs_after_first: list) -> np.ndarray:
+    """concat(past, new[None]) along positions, as stored (float16 or float32)."""
+    if call.params.get("has_past"):
+        past, new = inputs_after_first
+        return np.concatenate([np.asarray(past), np.asarray(new).reshape(1, -1)], axis=0)
+    (new,) = inputs_after_first
+    return np.asarray(new).reshape(1, -1)
+
+
+def _head_slice(call, rows: np.ndarray) -> np.ndarray:
+    p = call.params
+    a, b = (int(v) for v in p["keys"])
+    g, d = int(p["kv_head"]), int(p["head_dim"])
+    return rows[a:b, g * d : (g + 1) * d].astype(F32)
+
+
+def attn_scores(call, inputs, ctx, weights, external):
+    """Q·Kᵀ of one query head over keys a:b, no scaling, and the max (findemax)."""
+    q = vector(inputs[0])
+    k = _head_slice(call, _kv_rows(call, inputs[1:]))
+    scores = (k @ q).astype(F32, copy=False)
+    return scores, np.array([scores.max()], dtype=F32)
+
+
+def attn_pv(call, inputs, ctx, weights, external):
+    """Probabilities · V of one query head over keys a:b."""
+    ops = operands(call.params, inputs)
+    p = vector(ops[0])
+    v = _head_slice(call, _kv_rows(call, ops[1:]))
+    return (p @ v).astype(F32, copy=False)
+
+
+KERNELS = {"gemv": gemv, "attn_scores": attn_scores, "attn_pv": attn_pv}

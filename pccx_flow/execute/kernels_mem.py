@@ -1,9 +1,10 @@
 """MEMCPY and MEMSET kernels: row fetches, the KV cache boundary, constants, read-back.
 
-The KV design is pure: a KV-write node outputs the new row (downcast to the cache dtype, as
-the hardware stores it) and the executor commits it after the step (`kv_write_rows`); a
-KV-read node gets the rows of earlier positions from the state (`kv_read_externals`) and the
-new row from its input edge, and returns the rows the attention of this position sees.
+The KV design is pure: a KV-write node outputs the new row in the cache dtype (float16 under
+the specification) and the executor commits it after the step (`kv_write_rows`); a KV-read
+node has no inputs and returns the rows of earlier positions, which the executor takes from
+the decode state (`kv_read_externals`) and hands to the task as plain data. So a task never
+touches shared mutable state, and a step that fails leaves the cache as it was.
 """
 
 from __future__ import annotations
@@ -11,21 +12,50 @@ from __future__ import annotations
 import numpy as np
 
 from pccx_flow.errors import ExecutionError
-from pccx_flow.execute.state import kv_cache_dtype
+from pccx_flow.execute.operands import F32, operands, vector
 
 KV_WRITE_KERNELS = ("kv_write",)
 KV_READ_KERNELS = ("kv_read",)
+STATE_READ_KERNELS = ("state_read",)
 
 
 def kv_read_externals(call, state) -> dict | None:
-    """Past rows ``[start, position)`` of the cache layer a KV-read node reads, else None."""
+    """For a KV-read node: ``{"rows": cache[layer][a:p]}`` copied from the state."""
+    if call.kernel in STATE_READ_KERNELS:
+        return state_read_externals(call, state)
     if call.kernel not in KV_READ_KERNELS:
         return None
     p = call.params
     layer = int(p["cache_layer"])
-    start = int(p.get("start", 0))
-    kind = p["kind"]
-    return {"past": np.array(state.past_rows(layer, kind)[start:], copy=True)}
+    a, b = (int(v) for v in p.get("positions", (p.get("start", 0), state.position)))
+    if b != state.position:
+        raise ExecutionError(
+            f"node {call.node} reads cache positions {a}:{b} but the state is at position "
+            f"{state.position}"
+        )
+    cache = state.k_cache if p["kind"] == "k" else state.v_cache
+    return {"rows": np.array(cache[layer, a:b], copy=True)}
+
+
+def state_read_externals(call, state) -> dict:
+    """For a cut graph's entry node: the value the state carries for it (``state.carry``)."""
+    p = call.params
+    field = p["field"]
+    carry = getattr(state, "carry", None) or {}
+    if field == "xs":
+        key = ("xs", int(p["row"]))
+    elif field == "pli":
+        key = ("pli", int(p["layer"]))
+    elif field == "kv_new":
+        key = ("kv_new", int(p["cache_layer"]), p["kind"])
+    else:
+        raise ExecutionError(f"node {call.node}: unknown state field {field!r}")
+    if key not in carry:
+        raise ExecutionError(
+            f"node {call.node} needs {key} from the state: a graph cut at a later layer needs "
+            "the values entering that layer in state.carry"
+        )
+    return {"value": np.asarray(carry[key])}
 
 
 def kv_write_rows(calls: dict, results: dict[str, tuple]) -> dict[int, tuple]:
@@ -44,18 +74,61 @@ def kv_write_rows(calls: dict, results: dict[str, tuple]) -> dict[int, tuple]:
     return out
 
 
+def _cache_dtype(call, ctx) -> np.dtype:
+    from pccx_flow.execute.state import kv_cache_dtype
+
+    name = call.params.get("cache_dtype")
+    return np.dtype(name) if name else kv_cache_dtype(ctx.semantics)
+
+
 def kv_write(call, inputs, ctx, weights, external):
-    """The new row as the cache stores it: float16 (pccx) or float32 (gemma3n)."""
-    return (
-        np.asarray(inputs[0]).reshape(call.output_shapes[0]).astype(kv_cache_dtype(ctx.semantics))
-    )
+    """This position's K or V row, concatenated from its heads, in the cache dtype."""
+    row = vector(operands(call.params, inputs)[0])
+    return row.astype(_cache_dtype(call, ctx))
 
 
 def kv_read(call, inputs, ctx, weights, external):
-    """Earlier rows from the state followed by this step's row: ``[L, kv_dim]``."""
-    past = external["past"]
-    new = np.asarray(inputs[0]).reshape(1, -1).astype(past.dtype)
-    return np.concatenate([past, new], axis=0).reshape(call.output_shapes[0])
+    """Rows a:p of one cache layer, as stored, from the state snapshot the task was given."""
+    rows = external["rows"]
+    if inputs:  # a variant that also appends this step's row from its input edge
+        new = np.asarray(operands(call.params, inputs)[0]).reshape(1, -1).astype(rows.dtype)
+        rows = np.concatenate([rows, new], axis=0)
+    return rows
 
 
-KERNELS = {"kv_write": kv_write, "kv_read": kv_read}
+def state_read(call, inputs, ctx, weights, external):
+    return np.array(external["value"], copy=True)
+
+
+def embed_row(call, inputs, ctx, weights, external):
+    """Row t of an embedding table, dequantised; t is the token id after the id rule."""
+    p = call.params
+    t = int(ctx.token_id)
+    limit = int(p.get("id_limit", 0))
+    rule = p.get("id_rule", "none")
+    if rule == "clip":
+        t = min(t, limit - 1)
+    elif rule == "zero_if_oob":
+        t = t if t < limit else 0
+    elif rule != "none":
+        raise ValueError(f"unknown id rule {rule!r}")
+    key = call.weight["key"]
+    return np.asarray(weights.rows(key, t, t + 1), dtype=F32).reshape(-1)
+
+
+def readback(call, inputs, ctx, weights, external):
+    return vector(operands(call.params, inputs)[0]).copy()
+
+
+def memset(call, inputs, ctx, weights, external):
+    return np.array([call.params["value"]], dtype=F32)
+
+
+KERNELS = {
+    "kv_write": kv_write,
+    "kv_read": kv_read,
+    "state_read": state_read,
+    "embed_row": embed_row,
+    "readback": readback,
+    "memset": memset,
+}

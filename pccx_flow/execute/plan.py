@@ -33,6 +33,7 @@ class NodeCall:
     kernel: str
     op: str
     params: dict
+    flags: dict
     weight: dict | None
     input_names: tuple[str, ...]
     output_names: tuple[str, ...]
@@ -86,6 +87,7 @@ def plan_graph(graph: nx.DiGraph) -> dict[str, NodeCall]:
             kernel=attrs["kernel"],
             op=attrs.get("op", ""),
             params=dict(attrs.get("params") or {}),
+            flags=dict(attrs.get("flags") or {}),
             weight=attrs.get("weight"),
             input_names=tuple(t["name"] for t in attrs.get("inputs") or ()),
             output_names=tuple(t["name"] for t in attrs.get("outputs") or ()),
