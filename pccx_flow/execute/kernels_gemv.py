@@ -20,7 +20,8 @@ def _product(call, x: np.ndarray, weights) -> np.ndarray:
     shape = weights.spec(key).shape
     r0, r1, c0, c1 = weight_bounds(w, shape, layout)
     if x.shape[0] != c1 - c0:
-        raise ValueError(f"input has {x.shape[0]} elements, weight columns {c0}:{c1} need {c1 - c0}")
+        n = x.shape[0]
+        raise ValueError(f"input has {n} elements, weight columns {c0}:{c1} need {c1 - c0}")
     if weights.storage(key) == "int4":
         if layout != "out_in":
             raise ValueError(f"INT4 weight {key} must use layout out_in, not {layout}")

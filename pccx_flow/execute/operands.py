@@ -24,9 +24,7 @@ def operands(params: dict, inputs: list) -> list[np.ndarray]:
     out, i = [], 0
     for c in counts:
         parts = inputs[i : i + c]
-        out.append(
-            np.asarray(parts[0]) if c == 1 else np.concatenate([np.ravel(p) for p in parts])
-        )
+        out.append(np.asarray(parts[0]) if c == 1 else np.concatenate([np.ravel(p) for p in parts]))
         i += c
     return out
 
