@@ -1,0 +1,154 @@
+"""Every built-in policy: the HEFT paper's numbers, validity and bounds on many DAGs."""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pccx_flow.hardware.profile import load_profile
+from pccx_flow.schedule.model import Lane
+from pccx_flow.schedule.policies.base import downward_rank, upward_rank
+from pccx_flow.schedule.policies.cpop import critical_path_nodes
+from pccx_flow.schedule.problem import SchedulingProblem, problem_from_graph
+from pccx_flow.schedule.registry import BUILTIN_POLICIES, run_policy
+from pccx_flow.schedule.validate import validate_schedule
+
+POLICIES = sorted(BUILTIN_POLICIES)
+
+
+# --- Topcuoglu, Hariri and Wu 2002, Fig. 2 / Table 1 ---------------------------------------
+
+
+def test_heft_paper_upward_ranks(heft_problem):
+    # Table 2 of the paper gives rank_u per task (rounded to one decimal there).
+    expected = {1: 108.0, 2: 77.0, 3: 80.0, 4: 80.0, 5: 69.0, 6: 63.333, 7: 42.667,
+                8: 35.667, 9: 44.333, 10: 14.667}  # fmt: skip
+    rank = upward_rank(heft_problem)
+    for i, value in expected.items():
+        assert rank[f"n{i}"] == pytest.approx(value, abs=1e-3)
+
+
+def test_heft_paper_example_makespan_80(heft_problem):
+    schedule = run_policy(heft_problem, policy="heft")
+    assert schedule.makespan == 80
+    # The paper's Fig. 4(a) schedule, task by task.
+    expected = {"n1": ("p3", 0), "n3": ("p3", 9), "n4": ("p2", 18), "n2": ("p1", 27),
+                "n5": ("p3", 28), "n6": ("p2", 26), "n7": ("p3", 38), "n9": ("p2", 56),
+                "n8": ("p1", 57), "n10": ("p2", 73)}  # fmt: skip
+    got = {n: (s.lane, s.start) for n, s in schedule.slots.items()}
+    assert got == expected
+
+
+def test_cpop_paper_example_makespan_86(heft_problem):
+    up, down = upward_rank(heft_problem), downward_rank(heft_problem)
+    priority = {n: up[n] + down[n] for n in up}
+    assert priority["n1"] == pytest.approx(108.0)
+    assert critical_path_nodes(heft_problem, priority) == ["n1", "n2", "n9", "n10"]
+    schedule = run_policy(heft_problem, policy="cpop")
+    assert schedule.makespan == 86
+    assert {schedule.slots[n].lane for n in ("n1", "n2", "n9", "n10")} == {"p2"}
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_every_policy_is_valid_on_the_paper_example(heft_problem, policy):
+    schedule = run_policy(heft_problem, policy=policy)
+    validate_schedule(schedule, heft_problem)
+    assert schedule.makespan >= oracle_lower_bound(heft_problem)
+
+
+# --- an oracle lower bound, written independently of pccx_flow's metrics and bounds --------
+
+
+def oracle_lower_bound(problem: SchedulingProblem) -> int:
+    g = problem.graph
+    cheapest = {n: min(problem.costs[n].values()) for n in g}
+    finish = {}
+    for n in nx.topological_sort(g):
+        finish[n] = max((finish[p] for p in g.predecessors(n)), default=0) + cheapest[n]
+    bound = max(finish.values())
+    by_lane_set = {}
+    for n in g:
+        by_lane_set.setdefault(frozenset(problem.costs[n]), []).append(n)
+    for lanes in by_lane_set:
+        confined = [n for n in g if frozenset(problem.costs[n]) <= lanes]
+        bound = max(bound, math.ceil(sum(cheapest[n] for n in confined) / len(lanes)))
+    for pool, count in problem.pools.items():
+        users = [n for n in g if pool in problem.resources[n]]
+        bound = max(bound, math.ceil(sum(cheapest[n] for n in users) / count))
+    return bound
+
+
+# --- hypothesis: random layered DAGs, lane classes, costs, comm and pools -------------------
+
+
+@st.composite
+def random_problems(draw):
+    n_classes = draw(st.integers(1, 3))
+    lanes = [
+        Lane(f"c{c}l{i}", f"c{c}") for c in range(n_classes) for i in range(draw(st.integers(1, 3)))
+    ]
+    pools = {f"pool{k}": draw(st.integers(1, 2)) for k in range(draw(st.integers(0, 2)))}
+    g = nx.DiGraph()
+    layers = []
+    costs, resources = {}, {}
+    for depth in range(draw(st.integers(1, 5))):
+        layer = []
+        for w in range(draw(st.integers(1, 4))):
+            n = f"d{depth}w{w}"
+            g.add_node(n)
+            cls = f"c{draw(st.integers(0, n_classes - 1))}"
+            same_cost = draw(st.booleans())
+            base = draw(st.integers(0, 20))
+            costs[n] = {
+                ln.name: base if same_cost else draw(st.integers(0, 20))
+                for ln in lanes
+                if ln.lane_class == cls
+            }
+            resources[n] = tuple(p for p in pools if draw(st.booleans()))
+            for earlier in (m for prev in layers for m in prev):
+                if draw(st.integers(0, 3)) == 0:
+                    g.add_edge(earlier, n)
+            layer.append(n)
+        layers.append(layer)
+    comm = None
+    if draw(st.booleans()):
+        edge_cost = {e: draw(st.integers(0, 9)) for e in g.edges}
+        comm = lambda u, v, a, b: 0 if a == b else edge_cost[(u, v)]  # noqa: E731
+    return SchedulingProblem(g, lanes, costs, comm=comm, resources=resources, pools=pools)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_problems(), st.integers(0, 3))
+def test_every_policy_valid_and_above_the_lower_bound(problem, seed):
+    bound = oracle_lower_bound(problem)
+    for policy in POLICIES:
+        schedule = run_policy(problem, policy=policy, seed=seed)
+        validate_schedule(schedule, problem)
+        assert schedule.makespan >= bound, policy
+
+
+def test_random_policy_is_deterministic_per_seed(heft_problem):
+    a = run_policy(heft_problem, policy="random", seed=5)
+    b = run_policy(heft_problem, policy="random", seed=5)
+    assert a.slots == b.slots
+
+
+# --- the decode-shaped graph through the real cost model -----------------------------------
+
+
+@pytest.mark.parametrize("profile_name", ["v002-spec", "v002-as-built"])
+def test_every_policy_valid_on_decode_shaped_graph(decode_graph, profile_name):
+    profile = load_profile(profile_name)
+    problem = problem_from_graph(decode_graph, profile)
+    bound = oracle_lower_bound(problem)
+    spans = {}
+    for policy in POLICIES:
+        schedule = run_policy(problem, profile, policy=policy)
+        validate_schedule(schedule, problem)
+        assert schedule.makespan >= bound
+        spans[policy] = schedule.makespan
+    assert spans["critical-path"] <= spans["program-order"]

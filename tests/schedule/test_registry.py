@@ -1,0 +1,191 @@
+"""Finding policies by name, module:Class and entry point; broken plugins fail cleanly."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+
+from pccx_flow.errors import PolicyError
+from pccx_flow.schedule.registry import (
+    BUILTIN_POLICIES,
+    ENTRY_POINT_GROUP,
+    list_policies,
+    make_policy,
+    run_policy,
+)
+from pccx_flow.schedule.validate import validate_schedule
+
+PLUGINS = '''
+"""Test plugins: one good, several broken in different ways."""
+
+
+class Sequential:
+    name = "sequential"
+    description = "everything on the first capable lane, program order"
+
+    def schedule(self, problem, timeline):
+        for node in problem.order:
+            timeline.place(node, problem.lanes_for(node)[0])
+
+
+class SelfTimed:
+    description = "returns its own {node: (lane, start)}: one after another on lane p1"
+
+    def schedule(self, problem, timeline):
+        t, out = 0, {}
+        for node in problem.order:
+            out[node] = ("p1", t)
+            t += problem.cost(node, "p1")
+        return out
+
+
+class Raises:
+    def schedule(self, problem, timeline):
+        raise RuntimeError("boom")
+
+
+class Overlapping:
+    def schedule(self, problem, timeline):
+        return {node: ("p1", 0) for node in problem.order}
+
+
+class ReturnsNumber:
+    def schedule(self, problem, timeline):
+        return 42
+
+
+class LeavesNodes:
+    def schedule(self, problem, timeline):
+        timeline.place(problem.order[0], problem.lanes_for(problem.order[0])[0])
+
+
+class NoSchedule:
+    pass
+
+
+class WantsArgs:
+    def __init__(self, required):
+        pass
+
+    def schedule(self, problem, timeline):
+        pass
+
+
+def not_a_class(problem, timeline):
+    pass
+'''
+
+
+@pytest.fixture
+def plugin_module(tmp_path, monkeypatch):
+    (tmp_path / "pccx_test_plugins.py").write_text(PLUGINS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "pccx_test_plugins"
+    sys.modules.pop("pccx_test_plugins", None)
+
+
+def test_builtins_are_listed_with_descriptions():
+    rows = {name: (origin, desc) for name, origin, desc in list_policies()}
+    for name in BUILTIN_POLICIES:
+        assert rows[name][0] == "built-in"
+        assert rows[name][1]
+    assert {"program-order", "random", "critical-path", "heft", "cpop", "etf", "dls",
+            "min-min", "lookahead"} <= set(BUILTIN_POLICIES)  # fmt: skip
+
+
+def test_unknown_name_lists_the_known_ones():
+    with pytest.raises(PolicyError, match="unknown policy 'fastest'.*critical-path.*heft"):
+        make_policy("fastest")
+
+
+def test_module_class_plugin_runs_and_is_validated(plugin_module, heft_problem):
+    schedule = run_policy(heft_problem, policy=f"{plugin_module}:Sequential")
+    validate_schedule(schedule, heft_problem)
+    assert {s.lane for s in schedule.slots.values()} == {"p1"}
+    assert schedule.makespan == sum(c["p1"] for c in heft_problem.costs.values())
+    assert schedule.policy == f"{plugin_module}:Sequential"
+
+
+def test_plugin_may_return_its_own_times(plugin_module, heft_problem):
+    schedule = run_policy(heft_problem, policy=f"{plugin_module}:SelfTimed")
+    validate_schedule(schedule, heft_problem)
+    assert schedule.makespan == sum(c["p1"] for c in heft_problem.costs.values())
+
+
+@pytest.mark.parametrize(
+    ("cls", "message"),
+    [
+        ("Raises", "raised RuntimeError: boom"),
+        ("Overlapping", "produced an invalid schedule: .*starts at 0 before its input"),
+        ("ReturnsNumber", "returned a int; schedule\\(\\) must place nodes"),
+        ("LeavesNodes", "left 9 of 10 nodes unscheduled"),
+        ("NoSchedule", "has no schedule\\(problem, timeline\\) method"),
+        ("WantsArgs", "could not be created: TypeError"),
+        ("not_a_class", "is a function, not a class"),
+        ("Missing", "has no attribute 'Missing'"),
+    ],
+)
+def test_broken_plugins_fail_with_policy_error(plugin_module, heft_problem, cls, message):
+    with pytest.raises(PolicyError, match=f"{plugin_module}:{cls}.*{message}|{message}"):
+        run_policy(heft_problem, policy=f"{plugin_module}:{cls}")
+
+
+def test_unimportable_module():
+    with pytest.raises(PolicyError, match="cannot import policy module 'no_such_mod_xyz'"):
+        make_policy("no_such_mod_xyz:Thing")
+
+
+def test_policy_error_is_one_line(plugin_module, heft_problem):
+    with pytest.raises(PolicyError) as info:
+        run_policy(heft_problem, policy=f"{plugin_module}:Overlapping")
+    assert "\n" not in str(info.value)
+
+
+@pytest.fixture
+def entry_point_plugin(tmp_path, monkeypatch, plugin_module):
+    """A real distribution on sys.path declaring entry points (what pip install writes)."""
+    dist = tmp_path / "pccx_test_plugins-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: pccx-test-plugins\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(
+        textwrap.dedent(
+            f"""\
+            [{ENTRY_POINT_GROUP}]
+            sequential-test = {plugin_module}:Sequential
+            raising-test = {plugin_module}:Raises
+            broken-import-test = pccx_no_such_module:Thing
+            """
+        )
+    )
+    return "sequential-test"
+
+
+def test_entry_point_plugin_is_found_listed_and_run(entry_point_plugin, heft_problem):
+    rows = {name: (origin, desc) for name, origin, desc in list_policies()}
+    assert rows["sequential-test"] == (
+        "plugin pccx_test_plugins:Sequential",
+        "everything on the first capable lane, program order",
+    )
+    assert rows["broken-import-test"][1].startswith("(cannot be loaded: ModuleNotFoundError")
+    schedule = run_policy(heft_problem, policy="sequential-test")
+    validate_schedule(schedule, heft_problem)
+    assert schedule.policy == "sequential-test"
+
+
+def test_broken_entry_points_fail_with_policy_error(entry_point_plugin, heft_problem):
+    with pytest.raises(PolicyError, match="policy raising-test raised RuntimeError: boom"):
+        run_policy(heft_problem, policy="raising-test")
+    with pytest.raises(PolicyError, match="plugin 'broken-import-test' .* failed to load"):
+        make_policy("broken-import-test")
+
+
+def test_unknown_name_also_lists_plugins(entry_point_plugin):
+    with pytest.raises(PolicyError, match="sequential-test"):
+        make_policy("nope")
+
+
+def test_policy_instance_can_be_passed_directly(heft_problem):
+    schedule = run_policy(heft_problem, policy=BUILTIN_POLICIES["heft"]())
+    assert schedule.makespan == 80

@@ -1,0 +1,120 @@
+"""The shared timeline: interval search against brute force, and placement rules by hand."""
+
+from __future__ import annotations
+
+import networkx as nx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pccx_flow.errors import ScheduleError
+from pccx_flow.schedule.model import Lane
+from pccx_flow.schedule.problem import SchedulingProblem
+from pccx_flow.schedule.timeline import BusyIntervals, Timeline
+from pccx_flow.schedule.validate import validate_schedule
+
+
+def brute_force_fit(intervals, t, d):
+    """Smallest x >= t with [x, x+d) overlapping no interval, by trying every candidate."""
+    candidates = sorted({t, *(f for _, f in intervals if f >= t)})
+    for x in candidates:
+        if all(not (s < x + d and x < f) and not (d == 0 and s < x < f) for s, f in intervals):
+            return x
+    raise AssertionError("unreachable: the last finish is always free")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 60), st.integers(1, 8)), max_size=12),
+    st.integers(0, 80),
+    st.integers(0, 10),
+)
+def test_fit_matches_brute_force(requests, t, d):
+    busy = BusyIntervals()
+    placed = []
+    for start, dur in requests:  # place each request where fit puts it, like the timeline
+        x = busy.fit(start, dur)
+        busy.add(x, x + dur)
+        placed.append((x, x + dur))
+    for (s1, f1), (s2, f2) in ((a, b) for i, a in enumerate(placed) for b in placed[i + 1 :]):
+        assert not (s1 < f2 and s2 < f1)
+    assert busy.fit(t, d) == brute_force_fit(placed, t, d)
+    assert busy.fit(t, d, insertion=False) == max([t, *(f for _, f in placed)])
+
+
+def chain_problem(pools=None, resources=None):
+    g = nx.DiGraph([("a", "b")])
+    g.add_node("c")
+    lanes = [Lane("g0", "gemv"), Lane("g1", "gemv")]
+    costs = {n: {"g0": 10, "g1": 10} for n in "abc"}
+    return SchedulingProblem(g, lanes, costs, resources=resources, pools=pools)
+
+
+def test_successor_waits_for_predecessor_and_lanes_run_in_parallel():
+    tl = Timeline(chain_problem())
+    assert tl.initial_ready() == ["a", "c"]
+    assert tl.place("a", "g0").finish == 10
+    assert tl.released("a") == ("b",)
+    assert tl.place("c", "g1").start == 0
+    assert tl.place("b", "g1").start == 10
+
+
+def test_pool_with_one_instance_serialises_lanes():
+    problem = chain_problem(pools={"port": 1}, resources={"a": ("port",), "c": ("port",)})
+    tl = Timeline(problem)
+    tl.place("a", "g0")
+    slot = tl.place("c", "g1")  # free lane, but the only port is busy until 10
+    assert (slot.start, slot.resources) == (10, ("port0",))
+    tl.place("b", "g0")
+    validate_schedule(tl.to_schedule("t", "t"), problem)
+
+
+def test_pool_gap_is_found_even_without_lane_insertion():
+    g = nx.DiGraph()
+    g.add_nodes_from(["late", "early"])
+    lanes = [Lane("g0", "gemv"), Lane("g1", "gemv")]
+    costs = {"late": {"g0": 5}, "early": {"g1": 5}}
+    problem = SchedulingProblem(
+        g, lanes, costs, resources={"late": ("p",), "early": ("p",)}, pools={"p": 1}
+    )
+    tl = Timeline(problem)
+    tl.place("late", "g0", not_before=20)
+    assert tl.place("early", "g1").start == 0  # the port is free before 20
+
+
+def test_insertion_fills_a_lane_gap_append_does_not():
+    g = nx.DiGraph([("a", "b")])
+    g.add_node("c")
+    lanes = [Lane("x", "cpu")]
+    costs = {"a": {"x": 2}, "b": {"x": 3}, "c": {"x": 4}}
+    problem = SchedulingProblem(g, lanes, costs)
+    for insertion, expected in ((True, 2), (False, 23)):
+        tl = Timeline(problem)
+        tl.place("a", "x")
+        tl.place("b", "x", not_before=20)
+        assert tl.earliest_start("c", "x", insertion=insertion) == expected
+
+
+def test_misuse_is_a_schedule_error():
+    tl = Timeline(chain_problem())
+    with pytest.raises(ScheduleError, match="before all its predecessors"):
+        tl.place("b", "g0")
+    tl.place("a", "g0")
+    with pytest.raises(ScheduleError, match="already placed"):
+        tl.place("a", "g1")
+    with pytest.raises(ScheduleError, match="not part of the problem"):
+        tl.place("zz", "g0")
+    with pytest.raises(ScheduleError, match="cannot run"):
+        tl.earliest_start("b", "nope")
+
+
+def test_comm_delays_only_cross_lane_successors():
+    g = nx.DiGraph([("a", "b")])
+    lanes = [Lane("p0", "cpu"), Lane("p1", "cpu")]
+    costs = {"a": {"p0": 3, "p1": 3}, "b": {"p0": 2, "p1": 2}}
+    problem = SchedulingProblem(g, lanes, costs, comm=lambda u, v, x, y: 0 if x == y else 7)
+    tl = Timeline(problem)
+    tl.place("a", "p0")
+    assert tl.earliest_start("b", "p0") == 3
+    assert tl.earliest_start("b", "p1") == 10
+    assert tl.best_lane("b") == ("p0", 3)
