@@ -66,6 +66,8 @@ def inspect_checkpoint(path: Path | str, config: Gemma3nConfig | None = None) ->
     for spec in tensor_manifest(config):
         data_file, scale_file = tensor_path(directory, spec.key), scale_path(directory, spec.key)
         expected.add(data_file.name)
+        if len(spec.shape) == 2:
+            expected.add(scale_file.name)
         try:
             opened = open_tensor(directory, spec)
         except MissingTensorError as exc:
@@ -78,12 +80,16 @@ def inspect_checkpoint(path: Path | str, config: Gemma3nConfig | None = None) ->
         report.n_tensors += 1
         report.n_bytes += data_file.stat().st_size
         if opened.storage == "int4":
-            expected.add(scale_file.name)
             report.n_bytes += scale_file.stat().st_size
             if _non_finite(opened.scale):
                 report.problems.append(f"scales of {spec.key}: NaN or infinite values")
-        elif _non_finite(opened.data):
-            report.problems.append(f"tensor {spec.key}: NaN or infinite values")
+        else:
+            if _non_finite(opened.data):
+                report.problems.append(f"tensor {spec.key}: NaN or infinite values")
+            if scale_file.exists():
+                report.notes.append(
+                    f"unused file {scale_file.name} ({spec.key} is stored float32; ignored)"
+                )
     for p in sorted(directory.iterdir()):
         if p.name not in expected:
             report.notes.append(f"unknown file {p.name} (not a tensor of {config.name}; ignored)")
