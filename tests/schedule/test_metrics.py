@@ -1,0 +1,185 @@
+"""Schedule metrics on hand-made schedules whose answers are worked out by hand."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import networkx as nx
+import pytest
+
+from pccx_flow.hardware.profile import load_profile
+from pccx_flow.schedule.metrics import (
+    latest_starts,
+    laurel_overlap,
+    min_cost_critical_path,
+    ple_slack,
+    problem_bounds,
+    schedule_critical_path,
+    schedule_metrics,
+    utilisation,
+)
+from pccx_flow.schedule.model import Lane, Schedule, Slot
+from pccx_flow.schedule.problem import SchedulingProblem, problem_from_graph
+from pccx_flow.schedule.registry import BUILTIN_POLICIES, run_policy
+from pccx_flow.schedule.validate import validate_schedule
+
+
+def make(edges, nodes, costs, lanes, slots, *, attrs=None, resources=None, pools=None):
+    g = nx.DiGraph()
+    for n in nodes:
+        g.add_node(n, **(attrs or {}).get(n, {}))
+    g.add_edges_from(edges)
+    problem = SchedulingProblem(
+        g, [Lane(n, c) for n, c in lanes], costs, resources=resources, pools=pools
+    )
+    schedule = Schedule("hand", "test", problem.lanes, {s.node: s for s in slots})
+    validate_schedule(schedule, problem)
+    return problem, schedule
+
+
+def test_critical_path_walks_back_through_data_and_lane_waits():
+    # a and b share lane x (b waits 3 cycles for it); c needs b's output.
+    problem, schedule = make(
+        [("b", "c")],
+        "abc",
+        {"a": {"x": 3}, "b": {"x": 2}, "c": {"y": 4}},
+        [("x", "cpu"), ("y", "cpu")],
+        [Slot("a", "x", 0, 3), Slot("b", "x", 3, 5), Slot("c", "y", 5, 9)],
+    )
+    cp = schedule_critical_path(schedule, problem)
+    assert cp["nodes"] == ["a", "b", "c"]
+    assert [s["cause"] for s in cp["steps"]] == ["start", "lane", "data"]
+    assert cp["waiting_cycles"] == {"lane": 3}
+    assert cp["lanes"] == {"x": 5, "y": 4}
+
+
+def test_critical_path_names_the_pool_instance_it_waited_for():
+    problem, schedule = make(
+        [],
+        "ab",
+        {"a": {"x": 3}, "b": {"y": 2}},
+        [("x", "gemv"), ("y", "gemv")],
+        [Slot("a", "x", 0, 3, ("port0",)), Slot("b", "y", 3, 5, ("port0",))],
+        resources={"a": ("port",), "b": ("port",)},
+        pools={"port": 1},
+    )
+    cp = schedule_critical_path(schedule, problem)
+    assert cp["nodes"] == ["a", "b"]
+    assert cp["steps"][1]["cause"] == "pool:port0"
+    assert cp["waiting_cycles"] == {"pool": 3}
+
+
+def test_laurel_overlap_is_the_share_of_laurel_time_beside_attention():
+    attrs = {
+        "l1": {"layer": 0, "block": "laurel"},
+        "l2": {"layer": 0, "block": "laurel"},
+        "at": {"layer": 0, "block": "attn"},
+        "l3": {"layer": 1, "block": "laurel"},
+    }
+    problem, schedule = make(
+        [],
+        ["l1", "l2", "at", "l3"],
+        {"l1": {"g0": 4}, "l2": {"g0": 4}, "at": {"g1": 6}, "l3": {"g0": 5}},
+        [("g0", "gemv"), ("g1", "gemv")],
+        [
+            Slot("l1", "g0", 0, 4),
+            Slot("l2", "g0", 6, 10),
+            Slot("at", "g1", 2, 8),
+            Slot("l3", "g0", 10, 15),
+        ],
+        attrs=attrs,
+    )
+    lo = laurel_overlap(schedule, problem)
+    # layer 0: LAuReL busy [0,4)+[6,10) = 8 cycles, of which [2,4)+[6,8) = 4 beside attention
+    assert lo["per_layer"] == {0: 0.5, 1: 0.0}
+    assert lo["mean"] == 0.25 and lo["min"] == 0.0
+
+
+def test_ple_slack_by_hand():
+    # a -> b (long, lane x) and a -> m (PLE mix, lane y): m may start as late as 10 - 1.
+    attrs = {"m": {"layer": 0, "block": "ple_mix"}, "m2": {"layer": 1, "block": "ple_mix"}}
+    problem, schedule = make(
+        [("a", "b"), ("a", "m"), ("b", "m2")],
+        ["a", "b", "m", "m2"],
+        {"a": {"x": 2}, "b": {"x": 8}, "m": {"y": 1}, "m2": {"y": 1}},
+        [("x", "cpu"), ("y", "cpu")],
+        [
+            Slot("a", "x", 0, 2),
+            Slot("b", "x", 2, 10),
+            Slot("m", "y", 2, 3),
+            Slot("m2", "y", 10, 11),
+        ],
+        attrs=attrs,
+    )
+    slack = ple_slack(schedule, problem)
+    assert slack["per_layer"] == {0: 7, 1: 0}
+    assert slack["min"] == 0 and slack["zero_layers"] == [1]
+
+
+def test_latest_starts_give_a_valid_schedule_no_longer_than_the_original(decode_graph):
+    profile = load_profile("v002-spec")
+    problem = problem_from_graph(decode_graph, profile)
+    for policy in ("critical-path", "heft", "program-order"):
+        schedule = run_policy(problem, profile, policy=policy)
+        latest = latest_starts(schedule, problem)
+        assert all(latest[n] >= s.start for n, s in schedule.slots.items())
+        alap = Schedule(
+            "alap",
+            "t",
+            schedule.lanes,
+            {
+                n: dataclasses.replace(s, start=latest[n], finish=latest[n] + s.duration)
+                for n, s in schedule.slots.items()
+            },
+        )
+        validate_schedule(alap, problem)
+        assert alap.makespan == schedule.makespan
+
+
+def test_utilisation_and_bounds_of_a_small_problem():
+    problem, schedule = make(
+        [("a", "b")],
+        "ab",
+        {"a": {"x": 3, "y": 5}, "b": {"x": 4, "y": 4}},
+        [("x", "cpu"), ("y", "cpu")],
+        [Slot("a", "x", 0, 3), Slot("b", "y", 3, 7)],
+    )
+    assert utilisation(schedule) == {"x": 3 / 7, "y": 4 / 7}
+    assert min_cost_critical_path(problem) == 7
+    assert problem_bounds(problem) == {"critical_path": 7, "lane_class:cpu": 4}
+
+
+@pytest.mark.parametrize("profile_name", ["v002-spec", "v002-as-built"])
+def test_schedule_metrics_on_the_decode_shaped_graph(decode_graph, profile_name):
+    profile = load_profile(profile_name)
+    problem = problem_from_graph(decode_graph, profile)
+    schedule = run_policy(problem, profile, policy="critical-path")
+    m = schedule_metrics(schedule, problem, profile)
+    span = schedule.makespan
+    assert m["makespan_cycles"] == span
+    assert m["estimate"] == f"model estimate, profile {profile_name}"
+    assert m["tokens_per_second"] == pytest.approx(profile.core_hz / span)
+    assert m["makespan_us"] == pytest.approx(span / profile.core_hz * 1e6)
+    assert m["bounds_source"] == "pccx_flow.bounds"
+    assert m["largest_bound_cycles"] == max(m["bounds_cycles"].values())
+    assert span >= m["largest_bound_cycles"]
+    assert m["gap_to_largest_bound"] == pytest.approx(span / m["largest_bound_cycles"] - 1)
+    assert m["below_bounds"] == []
+    busy = {}
+    for s in schedule.slots.values():
+        busy[s.lane] = busy.get(s.lane, 0) + s.duration
+    for lane, share in m["utilisation"].items():
+        assert share == pytest.approx(busy.get(lane, 0) / span)
+    assert m["critical_path"]["nodes"][-1] in {
+        n for n, s in schedule.slots.items() if s.finish == span
+    }
+    assert set(m["laurel_overlap"]["per_layer"]) == {0, 1, 2}
+    assert set(m["ple_slack"]["per_layer"]) == {0, 1, 2}
+
+
+def test_every_policy_reports_a_gap_of_at_least_zero(decode_graph):
+    profile = load_profile("v002-as-built")
+    problem = problem_from_graph(decode_graph, profile)
+    for policy in BUILTIN_POLICIES:
+        m = schedule_metrics(run_policy(problem, profile, policy=policy), problem, profile)
+        assert m["gap_to_largest_bound"] >= 0, policy

@@ -1,0 +1,90 @@
+"""Schedule JSON round trip, Chrome trace and the 80-column summary."""
+
+from __future__ import annotations
+
+import json
+
+from pccx_flow.hardware.profile import load_profile
+from pccx_flow.schedule.metrics import schedule_metrics
+from pccx_flow.schedule.model import Schedule
+from pccx_flow.schedule.problem import problem_from_graph
+from pccx_flow.schedule.registry import run_policy
+from pccx_flow.schedule.report import format_policy_list, format_summary
+from pccx_flow.schedule.trace import chrome_trace, write_chrome_trace
+from pccx_flow.schedule.validate import validate_schedule
+
+
+def scheduled(graph, profile_name="v002-spec", policy="critical-path"):
+    profile = load_profile(profile_name)
+    problem = problem_from_graph(graph, profile)
+    return profile, problem, run_policy(problem, profile, policy=policy)
+
+
+def test_schedule_json_round_trip(decode_graph, tmp_path):
+    _, problem, schedule = scheduled(decode_graph)
+    path = tmp_path / "s.json"
+    schedule.to_json(path, note="x")
+    data = json.loads(path.read_text())
+    assert data["note"] == "x" and data["makespan_cycles"] == schedule.makespan
+    again = Schedule.from_dict(data)
+    assert again.slots == schedule.slots and again.lanes == schedule.lanes
+    validate_schedule(again, problem)
+    starts = [s["start"] for s in data["slots"]]
+    assert starts == sorted(starts)
+
+
+def test_order_is_by_start_then_lane(decode_graph):
+    _, _, schedule = scheduled(decode_graph)
+    lane_pos = {ln.name: i for i, ln in enumerate(schedule.lanes)}
+    keys = [(s.start, lane_pos[s.lane]) for s in schedule.order()]
+    assert keys == sorted(keys)
+
+
+def test_chrome_trace_has_one_track_per_lane_and_every_node(decode_graph, tmp_path):
+    profile, problem, schedule = scheduled(decode_graph)
+    path = write_chrome_trace(schedule, tmp_path / "t.json", decode_graph, profile.core_hz)
+    trace = json.loads(path.read_text())
+    events = trace["traceEvents"]
+    names = {e["args"]["name"]: e["tid"] for e in events if e.get("name") == "thread_name"}
+    assert list(names) == [ln.name for ln in schedule.lanes]
+    assert len(set(names.values())) == len(names)
+    spans = [e for e in events if e["ph"] == "X"]
+    assert len(spans) == len(problem)
+    by_node = {e["name"]: e for e in spans}
+    us = 1e6 / profile.core_hz
+    for node, slot in schedule.slots.items():
+        e = by_node[node]
+        assert e["tid"] == names[slot.lane]
+        assert e["ts"] == slot.start * us and e["dur"] == slot.duration * us
+        assert e["args"]["start_cycle"] == slot.start
+    process = next(e for e in events if e.get("name") == "process_name")
+    assert "model estimate, profile v002-spec" in process["args"]["name"]
+
+
+def test_trace_without_a_clock_says_cycles():
+    from pccx_flow.schedule.model import Lane, Slot
+
+    s = Schedule("p", "prof", (Lane("a", "c"),), {"n": Slot("n", "a", 2, 5)})
+    trace = chrome_trace(s)
+    assert trace["otherData"]["time_unit"].startswith("cycles")
+    assert [e["ts"] for e in trace["traceEvents"] if e["ph"] == "X"] == [2.0]
+
+
+def test_summary_fits_80_columns_and_labels_times(decode_graph):
+    profile, problem, schedule = scheduled(decode_graph, "v002-as-built")
+    metrics = schedule_metrics(schedule, problem, profile)
+    text = format_summary(metrics, {"preset": "synthetic", "position": 7})
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert "policy critical-path, profile v002-as-built" in lines[0]
+    assert f"{schedule.makespan:,} cycles" in text
+    assert "model estimate, profile v002-as-built" in text
+    assert "tok/s" in text and "<- largest" in text
+    assert "LAuReL" in text and "PLE slack" in text
+    assert text.rstrip().endswith("no pccx board has been timed.")
+
+
+def test_policy_list_is_one_line_each():
+    rows = [("a", "built-in", "first"), ("bb", "plugin m:C", "second")]
+    text = format_policy_list(rows, default="a")
+    assert text.splitlines() == ["a   first (default)", "bb  second [plugin m:C]"]
