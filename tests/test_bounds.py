@@ -150,3 +150,50 @@ def test_lane_class_absent_from_profile(tmp_path):
     g = graph({"kv": {"op": "MEMCPY", "lane_class": "dma", "act_bytes": 16}}, [])
     with pytest.raises(ProfileError, match="profile no-dma has no 'dma' lane"):
         lower_bounds(g, load_profile(path))
+
+
+def _manifest_weight_bytes(config) -> tuple[int, int]:
+    """Independent byte count from the tensor manifest: (INT4 matrices, float32 matrices).
+
+    INT4: every used INT4 matrix once, except the per-layer embedding table (a row fetch by
+    MEMCPY, not a GEMV); W_embed counts once, as the tied LM head. float32: every 2-D float32
+    matrix (AltUp projections, per-layer PLE projections, routers, coefficients).
+    """
+    from pccx_flow.model.tensors import tensor_manifest
+
+    int4 = f32 = 0
+    for t in tensor_manifest(config):
+        if not t.used or t.spec_name == "W_ple":
+            continue
+        if t.storage == "int4":
+            int4 += t.stored_bytes
+        elif len(t.shape) == 2:
+            f32 += t.stored_bytes
+    return int4, f32
+
+
+def test_e4b_weight_port_ceiling_matches_pccx_v002_md(spec):
+    # pccx-v002.md §3: ≈ 2.22 GB of dense INT4 weights per token over HP2 + HP3 at 250 MHz
+    # (8 GB/s) gives ≈ 3.6 tok/s; as built (100 MHz, 2 ports, 3.2 GB/s) ≈ 1.4 tok/s.
+    from pccx_flow.graph.build import build_decode_graph
+    from pccx_flow.model.config import get_config
+
+    config = get_config("e4b")
+    g = build_decode_graph(config, semantics="pccx", position=0, profile=None, tile_rows=512)
+    lb = lower_bounds(g, spec)
+
+    int4, f32 = _manifest_weight_bytes(config)
+    assert 2.20e9 < int4 < 2.25e9
+    # The graph streams every matrix through the GEMV ports: all INT4 matrices, the float32
+    # ones too, plus a little for per-tile row scales of column-split tiles.
+    assert int4 + f32 <= lb.gemv_weight_bytes <= 1.01 * (int4 + f32)
+
+    ceiling = tokens_per_second(lb.bandwidth_cycles["weight_ports"], spec)
+    assert abs(ceiling - 3.6) <= 0.36
+    assert lb.largest_name == "bandwidth:weight_ports"
+
+    built = load_profile("v002-as-built")
+    ceiling_built = tokens_per_second(
+        lower_bounds(g, built).bandwidth_cycles["weight_ports"], built
+    )
+    assert abs(ceiling_built - 1.4) <= 0.14
