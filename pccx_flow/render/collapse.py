@@ -101,6 +101,14 @@ def group_of_node(node: str, attrs: dict, level: str) -> str:
     return node
 
 
+def _group_id(graph: nx.DiGraph, node: str, attrs: dict, level: str) -> str:
+    """`group_of_node`, except that a tile group never takes the id of another node."""
+    group = group_of_node(node, attrs, level)
+    if level == "tiles" and group != node and group in graph:
+        return f"{group}[tiles]"
+    return group
+
+
 def collapse(graph: nx.DiGraph, level: str) -> tuple[nx.DiGraph, dict[str, str]]:
     """Fold `graph` to `level`; return the folded graph and ``{original node: folded node}``.
 
@@ -115,19 +123,9 @@ def collapse(graph: nx.DiGraph, level: str) -> tuple[nx.DiGraph, dict[str, str]]
     group_of: dict[str, str] = {}
     members: dict[str, list[str]] = {}
     for node, attrs in graph.nodes(data=True):
-        group = group_of_node(node, attrs, level)
+        group = _group_id(graph, node, attrs, level)
         group_of[node] = group
         members.setdefault(group, []).append(node)
-
-    # A folded id must not name a different original node (e.g. a tile base that is also
-    # a node id of its own): give such groups a distinct id.
-    renamed = {}
-    for group, nodes in members.items():
-        if group in graph and group not in nodes:
-            renamed[group] = f"{group}[x{len(nodes)}]"
-    if renamed:
-        members = {renamed.get(g, g): ns for g, ns in members.items()}
-        group_of = {n: renamed.get(g, g) for n, g in group_of.items()}
 
     folded = nx.DiGraph()
     folded.graph.update(graph.graph)
@@ -186,7 +184,7 @@ def _group_attrs(graph: nx.DiGraph, group: str, nodes: list[str], level: str) ->
 def pick_level(graph: nx.DiGraph, max_nodes: int = MAX_READABLE_NODES) -> str:
     """The finest level whose folded graph has at most `max_nodes` nodes (else ``layers``)."""
     for level in LEVELS[:-1]:
-        if len(set(group_of_node(n, a, level) for n, a in graph.nodes(data=True))) <= max_nodes:
+        if len({_group_id(graph, n, a, level) for n, a in graph.nodes(data=True)}) <= max_nodes:
             return level
     return LEVELS[-1]
 

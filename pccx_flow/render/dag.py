@@ -58,6 +58,19 @@ def longest_path_by_count(graph: nx.DiGraph) -> list[str]:
     return nx.dag_longest_path(graph, weight="__unit__", default_weight=1)
 
 
+def layer_view(graph: nx.DiGraph, span: tuple[int, int]) -> nx.DiGraph:
+    """The part of `graph` in decoder layers ``span[0] .. span[1]-1`` (a read-only view).
+
+    The steps before and after the layer stack are left out, so a picture of one layer is
+    that layer (the LM head alone has hundreds of tiles).
+    """
+    first, stop = span
+    keep = [n for n, d in graph.nodes(data=True) if first <= _layer(d) < stop]
+    if not keep:
+        raise RenderError(f"the graph has no nodes in layers {first}..{stop - 1}")
+    return graph.subgraph(keep)
+
+
 def build_dag_picture(
     graph: nx.DiGraph,
     *,
@@ -189,6 +202,11 @@ def write_dag(picture: DagPicture, out: str | Path, *, timeout: float = DEFAULT_
 
 
 # --- pieces ------------------------------------------------------------------------------
+
+
+def _layer(attrs: dict) -> int:
+    layer = attrs.get("layer")
+    return -1 if layer is None else int(layer)
 
 
 def _block_order(block: str) -> int:

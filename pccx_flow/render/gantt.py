@@ -430,6 +430,9 @@ def scene_neato(scene: list, width: int, height: int) -> str:
         ' bgcolor="white", pad=0];',
         '  node [label="", fixedsize=true, fontname="Helvetica", margin=0];',
     ]
+    # Two invisible corner points keep the whole canvas (neato crops to what it draws).
+    lines.append('  c0 [shape=point, width=0.01, style=invis, pos="0,0!"];')
+    lines.append(f'  c1 [shape=point, width=0.01, style=invis, pos="{width},{height}!"];')
     n = 0
     for p in scene:
         if isinstance(p, Rect):
