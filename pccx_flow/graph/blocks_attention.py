@@ -1,0 +1,328 @@
+"""Attention of one layer (spec §4.B, spec 001): Q/K/V, QK-norm, RoPE, KV cache, GQA, W_o.
+
+Work is split per head so the hardware's parallelism is visible: each Q head is its own GEMV
+tile (``head_dim`` rows) and its own norm → RoPE → scores → softmax → ·V chain, and W_o is
+split along its input dimension per KV group (``accm=1`` chain per row tile), so W_o streaming
+starts when the first group's heads are done rather than after all of them.
+
+KV (pure-functional): an own-KV layer's ``kv_write`` node outputs the new row in the cache
+dtype; ``kv_read`` nodes bring the rows of earlier positions from the state and depend on
+nothing in the step (their DMA can overlap anything). The scores and ·V GEMVs read the past
+rows and the new row. A KV-sharing layer (``i >= first_kv_shared_layer``) has no K/V
+projection and reads the write node of layer ``kv_source_layer(i)``. The bytes of a step's KV
+traffic are the past rows per reading layer plus one new row per write, i.e. the spec's
+``L × kv_dim × 2`` per own layer (the new row of a shared layer stays on chip).
+
+Softmax per head (spec 001 §1): GEMV with ``findemax`` per key tile → CVO EXP (``sub_emax``)
+→ CVO REDUCE_SUM → CVO SCALE (``recip_scale``); no 1/√d and no softcap. With more than one
+key tile the tile maxima and sums are combined by HOST ``max`` / ``sum`` nodes.
+"""
+
+from __future__ import annotations
+
+from pccx_flow.graph.blocks_altup import lkey
+from pccx_flow.graph.blocks_pre import state_read
+from pccx_flow.graph.emit import Vec
+from pccx_flow.graph.ops import (
+    Ctx,
+    cvo_map,
+    gemv,
+    gemv_ksplit,
+    host,
+    rmsnorm,
+    tile_ranges,
+)
+from pccx_flow.model.config import is_global_layer, kv_source_layer, owns_kv, rope_theta
+
+BLK = "attn"
+
+
+def key_window(ctx: Ctx, layer: int) -> tuple[int, int]:
+    """First and one-past-last key position this layer attends to at ``ctx.position``.
+
+    All positions 0..p, except on gemma3n local layers: the sliding window p-w+1..p.
+    """
+    p = ctx.position
+    start = 0
+    if ctx.gemma3n and not is_global_layer(ctx.config, layer):
+        start = max(0, p - ctx.config.sliding_window + 1)
+    return start, p + 1
+
+
+def theta_memset(ctx: Ctx, layer: int) -> dict:
+    """The layer's RoPE θ preloaded into the constant cache (spec 001 §2.3)."""
+    nid = f"L{layer:02d}.const.theta"
+    theta = rope_theta(ctx.config, layer)
+    (o,) = ctx.w.add(
+        nid,
+        kernel="memset",
+        layer=layer,
+        block="const",
+        inputs=[],
+        outputs=[(nid, (1,))],
+        params={"value": theta, "what": "rope_theta", "slot": 0},
+        func="rope_theta",
+        elements=2,
+        act_bytes=0,
+    )
+    return o
+
+
+def _rope_tables(ctx: Ctx, layer: int, theta: dict) -> tuple[dict, dict]:
+    """sin/cos of the range-reduced phases p·θ^(-2j/d), shared by every head of the layer."""
+    c = ctx.config
+    base = f"L{layer:02d}.{BLK}.rope"
+    phase = host(
+        ctx,
+        f"{base}.phase",
+        layer,
+        BLK,
+        "rope_phase",
+        [[theta]],
+        c.head_dim // 2,
+        params={
+            "position": ctx.position,
+            "head_dim": c.head_dim,
+            "theta": rope_theta(c, layer),
+        },
+    )
+    (sin,) = cvo_map(ctx, f"{base}.sin", layer, BLK, "cvo_sin", [phase])
+    (cos,) = cvo_map(ctx, f"{base}.cos", layer, BLK, "cvo_cos", [phase])
+    return sin, cos
+
+
+def _head_proj(ctx: Ctx, nid: str, layer: int, x: Vec, key: str, head: int) -> dict:
+    d = ctx.config.head_dim
+    return gemv(
+        ctx,
+        nid,
+        layer,
+        BLK,
+        x,
+        key=key,
+        rows=(head * d, (head + 1) * d),
+        n_in=ctx.config.hidden,
+        storage="int4",
+    )
+
+
+def _rope(ctx: Ctx, nid: str, layer: int, x: Vec, sin: dict, cos: dict) -> dict:
+    pairing = "split_half" if ctx.gemma3n else "interleaved"
+    return host(
+        ctx,
+        nid,
+        layer,
+        BLK,
+        "rope_combine",
+        [x, [sin], [cos]],
+        ctx.config.head_dim,
+        params={"pairing": pairing},
+    )
+
+
+def _kv_write(ctx: Ctx, layer: int, kind: str, heads: list[dict]) -> dict:
+    c = ctx.config
+    nid = f"L{layer:02d}.{BLK}.{kind}_write"
+    dtype = "float32" if ctx.gemma3n else "float16"
+    (o,) = ctx.w.add(
+        nid,
+        kernel="kv_write",
+        layer=layer,
+        block=BLK,
+        inputs=heads,
+        outputs=[(nid, (c.kv_dim,), dtype)],
+        params={
+            "cache_layer": layer,
+            "kind": kind,
+            "position": ctx.position,
+            "cache_dtype": dtype,
+            "operands": [len(heads)],
+        },
+        func="kv_write",
+        act_bytes=c.kv_dim * (4 if ctx.gemma3n else 2),
+    )
+    return o
+
+
+def _kv_read(ctx: Ctx, layer: int, kind: str, src: int, start: int) -> dict:
+    c = ctx.config
+    nid = f"L{layer:02d}.{BLK}.{kind}_read"
+    dtype = "float32" if ctx.gemma3n else "float16"
+    n = ctx.position - start
+    (o,) = ctx.w.add(
+        nid,
+        kernel="kv_read",
+        layer=layer,
+        block=BLK,
+        inputs=[],
+        outputs=[(nid, (n, c.kv_dim), dtype)],
+        params={
+            "source": "state",
+            "field": f"{kind}_cache",
+            "cache_layer": src,
+            "kind": kind,
+            "start": start,
+            "positions": [start, ctx.position],
+        },
+        func="kv_read",
+        act_bytes=n * c.kv_dim * (4 if ctx.gemma3n else 2),
+    )
+    return o
+
+
+def kv_projection(ctx: Ctx, layer: int, x_norm: Vec, sin: dict, cos: dict) -> tuple[dict, dict]:
+    """K (norm, RoPE) and V (gemma3n: weightless norm) per KV head, written to the cache."""
+    c = ctx.config
+    L = f"L{layer:02d}.{BLK}"
+    ks, vs = [], []
+    for g in range(c.n_kv_heads):
+        k = _head_proj(
+            ctx, f"{L}.k_proj.h{g}", layer, x_norm, lkey(layer, "self_attn.k_proj.weight"), g
+        )
+        kn = rmsnorm(
+            ctx, f"{L}.k_norm.h{g}", layer, BLK, [k], lkey(layer, "self_attn.k_norm.weight")
+        )
+        ks.append(_rope(ctx, f"{L}.k_rope.h{g}", layer, kn, sin, cos))
+        v = _head_proj(
+            ctx, f"{L}.v_proj.h{g}", layer, x_norm, lkey(layer, "self_attn.v_proj.weight"), g
+        )
+        if ctx.gemma3n:
+            (v,) = rmsnorm(ctx, f"{L}.v_norm.h{g}", layer, BLK, [v], None)
+        vs.append(v)
+    return _kv_write(ctx, layer, "k", ks), _kv_write(ctx, layer, "v", vs)
+
+
+def _softmax(ctx: Ctx, base: str, layer: int, tiles: list[tuple[dict, dict]]) -> list[dict]:
+    """exp(s - max) / Σ over the key tiles of one head."""
+    if len(tiles) == 1:
+        m = tiles[0][1]
+    else:
+        m = host(ctx, f"{base}.max", layer, BLK, "max", [[e for _, e in tiles]], 1)
+    exps = []
+    for t, (s, _) in enumerate(tiles):
+        nid = f"{base}.exp.t{t:02d}"
+        n = s["shape"][0]
+        (e,) = ctx.w.add(
+            nid, kernel="cvo_exp", layer=layer, block=BLK, inputs=[s, m],
+            outputs=[(nid, (n,))], flags={"sub_emax": 1}, elements=n,
+        )  # fmt: skip
+        exps.append(e)
+    sums = []
+    for t, e in enumerate(exps):
+        nid = f"{base}.rsum.t{t:02d}"
+        (r,) = ctx.w.add(
+            nid, kernel="cvo_reduce_sum", layer=layer, block=BLK, inputs=[e],
+            outputs=[(nid, (1,))], elements=e["shape"][0],
+        )  # fmt: skip
+        sums.append(r)
+    tot = sums[0] if len(sums) == 1 else host(ctx, f"{base}.sum", layer, BLK, "sum", [sums], 1)
+    probs = []
+    for t, e in enumerate(exps):
+        nid = f"{base}.norm.t{t:02d}"
+        (p,) = ctx.w.add(
+            nid, kernel="cvo_scale_recip", layer=layer, block=BLK, inputs=[e, tot],
+            outputs=[(nid, (e["shape"][0],))], flags={"recip_scale": 1},
+            elements=e["shape"][0],
+        )  # fmt: skip
+        probs.append(p)
+    return probs
+
+
+def _head(
+    ctx: Ctx, layer: int, h: int, x_norm: Vec, sin, cos, k_rows: list[dict], v_rows: list[dict]
+) -> dict:
+    """One query head: projection, QK-norm, RoPE, scores per key tile, softmax, ·V."""
+    c = ctx.config
+    L = f"L{layer:02d}.{BLK}"
+    g = h // c.q_per_kv
+    q = _head_proj(
+        ctx, f"{L}.q_proj.h{h}", layer, x_norm, lkey(layer, "self_attn.q_proj.weight"), h
+    )
+    qn = rmsnorm(ctx, f"{L}.q_norm.h{h}", layer, BLK, [q], lkey(layer, "self_attn.q_norm.weight"))
+    qr = _rope(ctx, f"{L}.q_rope.h{h}", layer, qn, sin, cos)
+    start, end = key_window(ctx, layer)
+    n_keys = end - start
+    has_past = len(k_rows) == 2
+    tiles = []
+    for t, (a, b) in enumerate(tile_ranges(n_keys, ctx.tile_rows)):
+        nid = f"{L}.scores.h{h}.t{t:02d}"
+        s, e = ctx.w.add(
+            nid,
+            kernel="attn_scores",
+            layer=layer,
+            block=BLK,
+            inputs=[qr] + k_rows,
+            outputs=[(nid, (b - a,)), (f"{nid}.emax", (1,))],
+            params={
+                "head": h,
+                "kv_head": g,
+                "head_dim": c.head_dim,
+                "keys": [a, b],
+                "has_past": has_past,
+            },
+            flags={"findemax": 1},
+            macs=(b - a) * c.head_dim,
+        )
+        tiles.append((s, e))
+    probs = _softmax(ctx, f"{L}.softmax.h{h}", layer, tiles)
+    nid = f"{L}.pv.h{h}"
+    (o,) = ctx.w.add(
+        nid,
+        kernel="attn_pv",
+        layer=layer,
+        block=BLK,
+        inputs=probs + v_rows,
+        outputs=[(nid, (c.head_dim,))],
+        params={
+            "head": h,
+            "kv_head": g,
+            "head_dim": c.head_dim,
+            "keys": [0, n_keys],
+            "has_past": has_past,
+            "operands": [len(probs)] + [1] * len(v_rows),
+        },
+        macs=n_keys * c.head_dim,
+    )
+    return o
+
+
+def attention(
+    ctx: Ctx, layer: int, x_norm: Vec, theta: dict, kv_new: dict[int, tuple[dict, dict]]
+) -> Vec:
+    """attn_output = GQA(Q_rope, K, V) · W_oᵀ as W_o row tiles (spec §4.B).
+
+    `kv_new` maps a cache layer to its (k_new, v_new) tensors; an own-KV layer adds itself.
+    On a cut graph a missing source layer's rows come from the state (``state_read``).
+    """
+    c = ctx.config
+    L = f"L{layer:02d}.{BLK}"
+    sin, cos = _rope_tables(ctx, layer, theta)
+    src = kv_source_layer(c, layer)
+    if owns_kv(c, layer):
+        kv_new[layer] = kv_projection(ctx, layer, x_norm, sin, cos)
+    elif src not in kv_new:
+        dtype = "float32" if ctx.gemma3n else "float16"
+        kv_new[src] = tuple(
+            state_read(
+                ctx, f"{L}.{kind}_new_in", layer, BLK, (c.kv_dim,), dtype,
+                field="kv_new", cache_layer=src, kind=kind,
+            )
+            for kind in ("k", "v")
+        )  # fmt: skip
+    k_new, v_new = kv_new[src]
+    start, _ = key_window(ctx, layer)
+    k_rows, v_rows = [k_new], [v_new]
+    if ctx.position > start:
+        k_rows = [_kv_read(ctx, layer, "k", src, start), k_new]
+        v_rows = [_kv_read(ctx, layer, "v", src, start), v_new]
+    heads = [_head(ctx, layer, h, x_norm, sin, cos, k_rows, v_rows) for h in range(c.n_q_heads)]
+    return gemv_ksplit(
+        ctx,
+        f"{L}.o_proj",
+        layer,
+        BLK,
+        [heads[g * c.q_per_kv : (g + 1) * c.q_per_kv] for g in range(c.n_kv_heads)],
+        key=lkey(layer, "self_attn.o_proj.weight"),
+        n_out=c.hidden,
+        storage="int4",
+    )

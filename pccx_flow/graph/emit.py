@@ -1,0 +1,112 @@
+"""Adding nodes to a decode graph: one call per node, edges wired from the tensors it reads.
+
+`GraphWriter.add` records a node with every attribute of the node contract
+(`pccx_flow.graph.nodes`) and connects it to the writer of each tensor it reads, so the
+builders never wire edges by hand and a tensor read before it is written is a bug caught at
+build time. A tensor is referenced as the plain dict of `pccx_flow.graph.nodes.tensor`; a
+vector produced in tiles is a list of such parts (a *Vec*).
+"""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+
+from pccx_flow.graph.kernel_specs import CVO_KERNEL_FUNCS, KERNEL_OPS
+from pccx_flow.graph.nodes import OP_LANE, tensor
+
+DTYPE_BYTES = {"float32": 4, "float16": 2, "int64": 8}
+
+Vec = list[dict]  # a vector as consecutive parts, each a tensor dict
+
+
+def tensor_bytes(t: dict) -> int:
+    """Bytes of a tensor dict (product of its shape times the dtype size)."""
+    return math.prod(t["shape"]) * DTYPE_BYTES[t["dtype"]]
+
+
+def vec_len(vec: Vec) -> int:
+    """Total element count of a vector given as parts."""
+    return sum(math.prod(t["shape"]) for t in vec)
+
+
+class GraphWriter:
+    """Owns the graph being built and the map tensor name -> writing node."""
+
+    def __init__(self, graph: nx.DiGraph) -> None:
+        self.graph = graph
+        self.writer: dict[str, str] = {}
+
+    def add(
+        self,
+        nid: str,
+        *,
+        kernel: str,
+        layer: int,
+        block: str,
+        inputs: list[dict],
+        outputs: list[tuple[str, tuple[int, ...]] | tuple[str, tuple[int, ...], str]],
+        params: dict | None = None,
+        flags: dict | None = None,
+        func: str | None = None,
+        weight: dict | None = None,
+        macs: int = 0,
+        weight_bytes: int = 0,
+        act_bytes: int | None = None,
+        elements: int | None = None,
+    ) -> list[dict]:
+        """Add node `nid` and return its output tensor dicts.
+
+        ``outputs`` are ``(name, shape[, dtype])``; dtype defaults to float32. ``act_bytes``
+        defaults to the bytes read plus written (L2 traffic); ``elements`` defaults to the
+        output element count for CVO and HOST nodes and 0 otherwise.
+        """
+        if nid in self.graph:
+            raise RuntimeError(f"duplicate node id {nid}")
+        op = KERNEL_OPS[kernel]
+        if op == "CVO":
+            func = CVO_KERNEL_FUNCS[kernel]
+        outs = [tensor(o[0], o[1], o[2] if len(o) > 2 else "float32") for o in outputs]
+        if act_bytes is None:
+            act_bytes = sum(tensor_bytes(t) for t in inputs) + sum(tensor_bytes(t) for t in outs)
+        if elements is None:
+            elements = (
+                max(math.prod(t["shape"]) for t in outs) if op in ("CVO", "HOST") and outs else 0
+            )
+        self.graph.add_node(
+            nid,
+            layer=layer,
+            block=block,
+            op=op,
+            func=func,
+            flags=dict(flags or {}),
+            inputs=[dict(t) for t in inputs],
+            outputs=outs,
+            lane_class=OP_LANE[op],
+            macs=int(macs),
+            weight_bytes=int(weight_bytes),
+            act_bytes=int(act_bytes),
+            elements=int(elements),
+            weight=weight,
+            kernel=kernel,
+            params=dict(params or {}),
+        )
+        for t in inputs:
+            src = self.writer.get(t["name"])
+            if src is None:
+                raise RuntimeError(f"{nid} reads {t['name']} before any node writes it")
+            if self.graph.has_edge(src, nid):
+                e = self.graph.edges[src, nid]
+                if t["name"] not in e["tensors"]:
+                    e["tensors"].append(t["name"])
+                    e["bytes"] += tensor_bytes(t)
+            else:
+                self.graph.add_edge(
+                    src, nid, tensor=t["name"], tensors=[t["name"]], bytes=tensor_bytes(t)
+                )
+        for t in outs:
+            if t["name"] in self.writer:
+                raise RuntimeError(f"tensor {t['name']} written twice")
+            self.writer[t["name"]] = nid
+        return outs
