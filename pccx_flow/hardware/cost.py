@@ -3,8 +3,9 @@
 Every cost is a model estimate: pccx has never measured a per-instruction cycle count on a
 board (``pccx-v002.md``). The formulas below are the simplest ones the stated numbers support;
 each input comes from the profile, whose TOML file tags it spec / rtl / board / derived /
-assumed. All arithmetic is exact (fractions) and rounded up once, so a cost never depends on
-float rounding and is always at least one cycle.
+assumed. All arithmetic is exact (integers and fractions of the profile's decimal numbers)
+and rounded up to whole core cycles, so a cost never depends on float rounding and is always
+at least one cycle.
 
 ``gemv``  A GEMV tile runs on one lane and streams its weights through one weight port::
 
@@ -41,8 +42,8 @@ float rounding and is always at least one cycle.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from fractions import Fraction
-from math import ceil
 
 from pccx_flow.errors import GraphError, ProfileError
 from pccx_flow.graph.nodes import lane_can_run
@@ -66,66 +67,120 @@ def _int_attr(node: Mapping, name: str) -> int:
 
 def axi_to_core(axi_cycles: Fraction | int, profile: Profile) -> Fraction:
     """AXI clock cycles expressed in core clock cycles (exact)."""
-    return Fraction(axi_cycles) * _exact(profile.core_hz) / _exact(profile.axi_hz)
+    return Fraction(axi_cycles) * _rates(profile).core_per_axi
 
 
 def seconds_to_core(seconds: Fraction | float, profile: Profile) -> Fraction:
     """Seconds expressed in core clock cycles (exact)."""
     s = seconds if isinstance(seconds, Fraction) else _exact(seconds)
-    return s * _exact(profile.core_hz)
+    return s * _rates(profile).core_hz
 
 
-def _gemv(node: Mapping, p: Profile) -> Fraction:
-    mac = Fraction(_int_attr(node, "macs"), p.gemv.macs_per_cycle)
-    port = axi_to_core(
-        Fraction(_int_attr(node, "weight_bytes"), p.gemv.port_bytes_per_axi_clock), p
+@dataclass(frozen=True)
+class _Rates:
+    """A profile's numbers as exact fractions, computed once per profile object."""
+
+    core_hz: Fraction
+    core_per_axi: Fraction
+    cvo_rate: dict[str, Fraction]  # CVO function -> cycles per element
+    dma_overhead: Fraction  # core cycles per DataMover descriptor
+    host_per_element: Fraction  # core cycles per host element
+    host_overhead: Fraction  # core cycles per host step
+
+
+_RATES: dict[int, tuple[Profile, _Rates]] = {}
+
+
+def _rates(p: Profile) -> _Rates:
+    # Keyed by identity and holding the profile, so an id is never reused while cached.
+    hit = _RATES.get(id(p))
+    if hit is not None and hit[0] is p:
+        return hit[1]
+    core_hz = _exact(p.core_hz)
+    rate, reduce_rate = (
+        _exact(p.sfu.cycles_per_element),
+        _exact(p.sfu.reduce_sum_cycles_per_element),
     )
-    return max(mac, port) + p.gemv.latency_cycles
+    rates = _Rates(
+        core_hz=core_hz,
+        core_per_axi=core_hz / _exact(p.axi_hz),
+        cvo_rate={f: reduce_rate if f == "REDUCE_SUM" else rate for f in p.sfu.latency_cycles},
+        dma_overhead=_exact(p.dma.descriptor_overhead_seconds) * core_hz,
+        host_per_element=core_hz / _exact(p.host.elements_per_second),
+        host_overhead=_exact(p.host.op_overhead_seconds) * core_hz,
+    )
+    if len(_RATES) > 64:
+        _RATES.clear()
+    _RATES[id(p)] = (p, rates)
+    return rates
 
 
-def _gemm(node: Mapping, p: Profile) -> Fraction:
-    mac = Fraction(_int_attr(node, "macs"), p.gemm.macs_per_cycle)
-    per_axi = p.gemm.ports * p.gemm.port_bytes_per_axi_clock
-    port = axi_to_core(Fraction(_int_attr(node, "weight_bytes"), per_axi), p)
-    return max(mac, port) + p.gemm.latency_cycles
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _ceil_sum(a: Fraction, b: Fraction) -> int:
+    """ceil(a + b) in integers (cheaper than adding Fractions, and as exact)."""
+    return _ceil_div(
+        a.numerator * b.denominator + b.numerator * a.denominator, a.denominator * b.denominator
+    )
+
+
+def _stream(macs: int, macs_per_cycle: int, nbytes: int, bytes_per_axi: int, p: Profile) -> int:
+    """max(MAC cycles, port cycles) rounded up; the integer latency is added by the caller."""
+    c = _rates(p).core_per_axi
+    port = _ceil_div(nbytes * c.numerator, bytes_per_axi * c.denominator)
+    return max(_ceil_div(macs, macs_per_cycle), port)
+
+
+def _gemv(node: Mapping, p: Profile) -> int:
+    g = p.gemv
+    macs, nbytes = _int_attr(node, "macs"), _int_attr(node, "weight_bytes")
+    return _stream(macs, g.macs_per_cycle, nbytes, g.port_bytes_per_axi_clock, p) + g.latency_cycles
+
+
+def _gemm(node: Mapping, p: Profile) -> int:
+    g = p.gemm
+    macs, nbytes = _int_attr(node, "macs"), _int_attr(node, "weight_bytes")
+    per_axi = g.ports * g.port_bytes_per_axi_clock
+    return _stream(macs, g.macs_per_cycle, nbytes, per_axi, p) + g.latency_cycles
 
 
 def cvo_instructions(elements: int, profile: Profile) -> int:
     """How many CVO instructions a CVO node of `elements` elements stands for (at least 1)."""
-    return max(1, ceil(elements / profile.sfu.max_elements))
+    return max(1, _ceil_div(elements, profile.sfu.max_elements))
 
 
-def _cvo(node: Mapping, p: Profile) -> Fraction:
+def _cvo(node: Mapping, p: Profile) -> int:
     func = node.get("func")
     if func not in p.sfu.latency_cycles:
         raise GraphError(
             f"node {node.get('id', '?')}: CVO function {func!r} is not one of"
             f" {', '.join(p.sfu.latency_cycles)}; rebuild the graph"
         )
-    rate = _exact(
-        p.sfu.reduce_sum_cycles_per_element if func == "REDUCE_SUM" else p.sfu.cycles_per_element
-    )
+    rate = _rates(p).cvo_rate[func]
     n = _int_attr(node, "elements")
     full, rest = divmod(n, p.sfu.max_elements)
-    body = full * ceil(rate * p.sfu.max_elements) + (ceil(rate * rest) if rest else 0)
-    return Fraction(body + cvo_instructions(n, p) * p.sfu.latency_cycles[func])
+    per_full = _ceil_div(rate.numerator * p.sfu.max_elements, rate.denominator)
+    body = full * per_full + _ceil_div(rate.numerator * rest, rate.denominator)
+    return body + cvo_instructions(n, p) * p.sfu.latency_cycles[func]
 
 
-def _memcpy(node: Mapping, p: Profile) -> Fraction:
+def _memcpy(node: Mapping, p: Profile) -> int:
     nbytes = _int_attr(node, "act_bytes")
-    descriptors = max(1, ceil(nbytes / p.dma.max_descriptor_bytes))
-    transfer = axi_to_core(Fraction(nbytes, p.dma.bytes_per_axi_clock), p)
-    return transfer + descriptors * seconds_to_core(p.dma.descriptor_overhead_seconds, p)
+    descriptors = max(1, _ceil_div(nbytes, p.dma.max_descriptor_bytes))
+    transfer = Fraction(nbytes, p.dma.bytes_per_axi_clock) * _rates(p).core_per_axi
+    return _ceil_sum(transfer, descriptors * _rates(p).dma_overhead)
 
 
-def _memset(node: Mapping, p: Profile) -> Fraction:
-    instructions = max(1, ceil(_int_attr(node, "elements") / p.ctrl.words_per_memset))
-    return Fraction(instructions * p.ctrl.memset_issue_cycles)
+def _memset(node: Mapping, p: Profile) -> int:
+    instructions = max(1, _ceil_div(_int_attr(node, "elements"), p.ctrl.words_per_memset))
+    return instructions * p.ctrl.memset_issue_cycles
 
 
-def _host(node: Mapping, p: Profile) -> Fraction:
-    seconds = Fraction(_int_attr(node, "elements")) / _exact(p.host.elements_per_second)
-    return seconds_to_core(seconds + _exact(p.host.op_overhead_seconds), p)
+def _host(node: Mapping, p: Profile) -> int:
+    r = _rates(p)
+    return _ceil_sum(_int_attr(node, "elements") * r.host_per_element, r.host_overhead)
 
 
 _COSTS = {
@@ -155,7 +210,7 @@ def node_cycles(node: Mapping, profile: Profile) -> int:
             f"profile {profile.name} has no {lane_class!r} lane for node {node.get('id', '?')}"
             f" (op {op}); use a profile with {lane_class} lanes, e.g. v002-spec"
         )
-    return max(1, ceil(_COSTS[lane_class](node, profile)))
+    return max(1, _COSTS[lane_class](node, profile))
 
 
 def node_resources(node: Mapping, profile: Profile) -> tuple[str, ...]:
