@@ -6,10 +6,16 @@ not from the cost module.
 
 from __future__ import annotations
 
+import math
+from decimal import Decimal
+
 import networkx as nx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pccx_flow.errors import GraphError, ProfileError
+from pccx_flow.graph.nodes import CVO_FUNCS
 from pccx_flow.hardware.cost import (
     annotate_costs,
     cycles_to_seconds,
@@ -17,6 +23,8 @@ from pccx_flow.hardware.cost import (
     node_resources,
 )
 from pccx_flow.hardware.profile import load_profile
+
+PROFILES = {name: load_profile(name) for name in ("v002-spec", "v002-as-built")}
 
 
 @pytest.fixture(scope="module")
@@ -180,3 +188,69 @@ def load_profile_text(name: str) -> str:
     from importlib import resources
 
     return (resources.files("pccx_flow.hardware") / "profiles" / f"{name}.toml").read_text()
+
+
+# --- an independent decimal oracle over many nodes ---------------------------------------------
+
+D = Decimal
+
+
+def _oracle(node: dict, p) -> int:
+    """The module docstring's formulas, written again in decimal arithmetic from the TOML text."""
+    core, axi = D(str(p.core_hz)), D(str(p.axi_hz))
+    cls = node["lane_class"]
+    if cls == "gemv":
+        mac = D(node["macs"]) / p.gemv.macs_per_cycle
+        port = D(node["weight_bytes"]) / p.gemv.port_bytes_per_axi_clock * core / axi
+        return int(math.ceil(max(mac, port))) + p.gemv.latency_cycles
+    if cls == "sfu":
+        rate = D(str(p.sfu.reduce_sum_cycles_per_element if node["func"] == "REDUCE_SUM"
+                     else p.sfu.cycles_per_element))  # fmt: skip
+        chunks = [2048] * (node["elements"] // 2048) + [node["elements"] % 2048]
+        body = sum(int(math.ceil(rate * n)) for n in chunks)
+        count = max(1, -(-node["elements"] // 2048))
+        return body + count * p.sfu.latency_cycles[node["func"]]
+    if cls == "dma":
+        n = node["act_bytes"]
+        desc = max(1, -(-n // 8_388_607))
+        total = D(n) / 16 * core / axi + desc * D(str(p.dma.descriptor_overhead_seconds)) * core
+        return int(math.ceil(total))
+    if cls == "host":
+        seconds = D(node["elements"]) / D(str(p.host.elements_per_second))
+        return int(math.ceil((seconds + D(str(p.host.op_overhead_seconds))) * core))
+    raise AssertionError(cls)
+
+
+nodes = st.one_of(
+    st.builds(
+        lambda rows, cols, w: {
+            "op": "GEMV",
+            "lane_class": "gemv",
+            "macs": rows * cols,
+            "weight_bytes": w,
+        },  # fmt: skip
+        st.integers(1, 512),
+        st.integers(1, 16384),
+        st.integers(0, 8 * 2**20),
+    ),
+    st.builds(
+        lambda f, n: {"op": "CVO", "lane_class": "sfu", "func": f, "elements": n},
+        st.sampled_from(CVO_FUNCS),
+        st.integers(0, 20_000),
+    ),
+    st.builds(
+        lambda n: {"op": "MEMCPY", "lane_class": "dma", "act_bytes": n},
+        st.integers(0, 40 * 2**20),
+    ),
+    st.builds(
+        lambda n: {"op": "HOST", "func": "add", "lane_class": "host", "elements": n},
+        st.integers(0, 300_000),
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(node=nodes, name=st.sampled_from(["v002-spec", "v002-as-built"]))
+def test_costs_match_a_decimal_oracle(node, name):
+    p = PROFILES[name]
+    assert node_cycles(node, p) == max(1, _oracle(node, p))
