@@ -7,6 +7,9 @@ binds:
   contention for lanes or ports;
 - per **lane class**: the total work of the class divided by its lane count (``ceil``): even
   perfectly packed, the lanes of that class are busy that long;
+- per **resource pool**: the total duration of the nodes that hold a unit of the pool divided by
+  its unit count (``ceil``); a GEMV tile holds a weight port for all of its cycles, latency
+  included, so this is at least the pure weight-port bandwidth bound;
 - per **bandwidth**: bytes over the path's bandwidth. ``weight_ports`` is every GEMV weight
   byte over the GEMV weight ports (ports x bytes per AXI clock, converted to core cycles);
   ``gemm_ports`` the same for GEMM weights over HP0/HP1 (only when the graph has any);
@@ -37,7 +40,7 @@ from math import ceil
 import networkx as nx
 
 from pccx_flow.errors import GraphError, InputError
-from pccx_flow.hardware.cost import axi_to_core, cycles_to_seconds, node_cycles
+from pccx_flow.hardware.cost import axi_to_core, cycles_to_seconds, node_cycles, node_resources
 from pccx_flow.hardware.profile import Profile
 
 
@@ -50,10 +53,11 @@ class LowerBounds:
     critical_path: list[str]  # node ids, first to last
     lane_class_cycles: dict[str, int]  # class -> ceil(total work / lane count)
     lane_class_work: dict[str, int]  # class -> total cycles of its nodes
+    pool_cycles: dict[str, int]  # pool -> ceil(total cycles of its holders / units)
     bandwidth_cycles: dict[str, int]  # "weight_ports", "ddr" (and "gemm_ports")
     gemv_weight_bytes: int
     ddr_bytes: int
-    largest_name: str  # "critical_path", "lane_class:<cls>" or "bandwidth:<name>"
+    largest_name: str  # "critical_path", "lane_class:<cls>", "pool:<name>", "bandwidth:<name>"
     largest_cycles: int
 
     def to_dict(self) -> dict:
@@ -91,12 +95,15 @@ def lower_bounds(graph: nx.DiGraph, profile: Profile) -> LowerBounds:
         raise GraphError("decode graph has no nodes; build one before asking for its bounds")
     cost: dict = {}
     work: dict[str, int] = {}
+    pool_work: dict[str, int] = {}
     gemv_bytes = gemm_bytes = memcpy_bytes = 0
     for node_id, attrs in graph.nodes(data=True):
         c = node_cycles(attrs if "id" in attrs else {**attrs, "id": node_id}, profile)
         cost[node_id] = c
         cls = attrs["lane_class"]
         work[cls] = work.get(cls, 0) + c
+        for pool in node_resources(attrs, profile):
+            pool_work[pool] = pool_work.get(pool, 0) + c
         if cls == "gemv":
             gemv_bytes += attrs.get("weight_bytes") or 0
         elif cls == "gemm":
@@ -105,7 +112,8 @@ def lower_bounds(graph: nx.DiGraph, profile: Profile) -> LowerBounds:
             memcpy_bytes += attrs.get("act_bytes") or 0
 
     cp_cycles, cp = _critical_path(graph, cost)
-    lane_cycles = {cls: ceil(w / profile.lanes[cls]) for cls, w in work.items()}
+    lane_cycles = {cls: -(-w // profile.lanes[cls]) for cls, w in work.items()}
+    pool_cycles = {pool: -(-w // profile.pools[pool]) for pool, w in pool_work.items()}
 
     ports = profile.pools["weight_port"] * profile.gemv.port_bytes_per_axi_clock
     bandwidth = {"weight_ports": ceil(axi_to_core(Fraction(gemv_bytes, ports), profile))}
@@ -118,6 +126,7 @@ def lower_bounds(graph: nx.DiGraph, profile: Profile) -> LowerBounds:
 
     candidates = {"critical_path": cp_cycles}
     candidates.update({f"lane_class:{k}": v for k, v in lane_cycles.items()})
+    candidates.update({f"pool:{k}": v for k, v in pool_cycles.items()})
     candidates.update({f"bandwidth:{k}": v for k, v in bandwidth.items()})
     largest = max(candidates, key=lambda k: candidates[k])  # first of equals, stable order
     return LowerBounds(
@@ -126,6 +135,7 @@ def lower_bounds(graph: nx.DiGraph, profile: Profile) -> LowerBounds:
         critical_path=list(cp),
         lane_class_cycles=lane_cycles,
         lane_class_work=work,
+        pool_cycles=pool_cycles,
         bandwidth_cycles=bandwidth,
         gemv_weight_bytes=gemv_bytes,
         ddr_bytes=ddr_bytes,
@@ -148,6 +158,8 @@ def format_bounds(bounds: LowerBounds, profile: Profile) -> str:
     for cls, c in bounds.lane_class_cycles.items():
         n = profile.lanes[cls]
         rows.append((f"{cls} lanes ({n})", c))
+    for pool, c in bounds.pool_cycles.items():
+        rows.append((f"{pool} pool ({profile.pools[pool]})", c))
     for name, c in bounds.bandwidth_cycles.items():
         rows.append((f"bandwidth {name}", c))
     clock = f"{profile.core_hz / 1e6:g} MHz core"
