@@ -159,6 +159,15 @@ def config_from_hf(hf: dict, where: str) -> Gemma3nConfig:
     for ours, theirs in optional.items():
         if t.get(theirs) is not None:
             values[ours] = type(getattr(PRESETS["e4b"], ours))(t[theirs])
+    # transformers >= 5 moves the two RoPE bases into rope_parameters, keyed by layer type
+    rope = t.get("rope_parameters") or {}
+    for ours, layer_type in (
+        ("theta_local", "sliding_attention"),
+        ("theta_global", "full_attention"),
+    ):
+        theta = (rope.get(layer_type) or {}).get("rope_theta")
+        if theta is not None:
+            values[ours] = float(theta)
     config = Gemma3nConfig(name="hf-import", **values)
     preset = _matching_preset(config)
     return preset if preset is not None else config

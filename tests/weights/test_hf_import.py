@@ -264,6 +264,7 @@ def test_bad_sources(tmp_path, shards, tiny_config):
         import_safetensors([truncated], tmp_path / "o", config=tiny_config, progress=False)
 
 
+@pytest.mark.parity
 def test_bf16_written_by_torch(tmp_path, tiny_config, hf_weights):
     """BF16 as torch writes it (an independent encoder of the dtype)."""
     torch = pytest.importorskip("torch")
@@ -279,3 +280,15 @@ def test_bf16_written_by_torch(tmp_path, tiny_config, hf_weights):
     np.testing.assert_array_equal(
         t.float32(), torch.from_numpy(x).to(torch.bfloat16).float().numpy()
     )
+
+
+@pytest.mark.parity
+def test_transformers_default_config_is_e4b():
+    """transformers' own Gemma3nConfig defaults describe E4B (rope_parameters form, 5.x)."""
+    transformers = pytest.importorskip("transformers")
+    from pccx_flow.model.config import get_config
+
+    hf = transformers.Gemma3nConfig().to_dict()
+    assert config_from_hf(hf, "config.json") == get_config("e4b")
+    hf["text_config"]["rope_parameters"]["full_attention"]["rope_theta"] = 5e5
+    assert config_from_hf(hf, "config.json").theta_global == 5e5
