@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pccx_flow.errors import InputError
 from pccx_flow.sampling import (
@@ -125,3 +127,22 @@ def test_bad_logits_are_input_errors():
         sample_next_token(np.array([0.0, np.nan]))
     with pytest.raises(InputError, match="1-D"):
         sample_next_token(np.zeros((2, 2)))
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    weights=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=40).filter(lambda w: sum(w) > 0),
+    top_p=st.floats(0.001, 1.0),
+)
+def test_top_p_keep_is_the_smallest_most_probable_prefix_reaching_p(weights, top_p):
+    probs = np.array(weights) / np.sum(weights)
+    kept = top_p_keep(probs, top_p)
+    assert kept.size >= 1
+    # the kept tokens are at least as probable as every dropped one
+    dropped = np.setdiff1d(np.arange(probs.size), kept)
+    if dropped.size:
+        assert probs[kept].min() >= probs[dropped].max()
+        # dropping happened only because the kept mass had already reached p
+        assert probs[kept].sum() >= top_p - 1e-12
+    # every kept token was needed: the mass before the last one is still below p
+    assert probs[kept].sum() - probs[kept[-1]] < top_p + 1e-12
