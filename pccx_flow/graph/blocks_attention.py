@@ -305,7 +305,7 @@ def attention(
         kv_new[src] = tuple(
             state_read(
                 ctx, f"{L}.{kind}_new_in", layer, BLK, (c.kv_dim,), dtype,
-                field="kv_new", cache_layer=src, kind=kind,
+                {"field": "kv_new", "cache_layer": src, "kind": kind},
             )
             for kind in ("k", "v")
         )  # fmt: skip

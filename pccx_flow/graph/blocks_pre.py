@@ -153,7 +153,7 @@ def ple_precompute(ctx: Ctx, x0: Vec, layers: range) -> dict[int, dict]:
     return pli
 
 
-def state_read(ctx: Ctx, nid: str, layer: int, block: str, shape, dtype: str, **fields) -> dict:
+def state_read(ctx: Ctx, nid: str, layer: int, block: str, shape, dtype: str, fields: dict) -> dict:
     """MEMCPY of a value entering a cut graph from the decode state."""
     n = math.prod(shape)
     (o,) = ctx.w.add(

@@ -108,12 +108,12 @@ def build_decode_graph(
     else:
         xs = [
             [state_read(ctx, f"L{a:02d}.altup_pred.xs_in.r{k}", a, "altup_pred",
-                        (config.hidden,), "float32", field="xs", row=k)]
+                        (config.hidden,), "float32", {"field": "xs", "row": k})]
             for k in range(S)
         ]  # fmt: skip
         pli = {
             i: state_read(ctx, f"L{i:02d}.ple_mix.pli_in", i, "ple_mix", (config.ple_dim,),
-                          "float32", field="pli", layer=i)
+                          "float32", {"field": "pli", "layer": i})
             for i in range(a, b)
         }  # fmt: skip
     kv_new: dict[int, tuple[dict, dict]] = {}

@@ -1,0 +1,164 @@
+"""`pccx-flow graph`: export a decode-step DAG to a file, or show the kernel contract."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from pccx_flow.errors import InputError
+
+DEFAULT_POSITION = 1023  # the same default as `pccx-flow schedule` and `render`
+
+EPILOG = """examples:
+  pccx-flow graph export -o step.json                          # E4B step at position 1023
+  pccx-flow graph export --preset tiny --position 3 -o t.graphml
+  pccx-flow graph export --layers 0:5 --semantics gemma3n -o first5.json
+  pccx-flow graph export --profile v002-spec -o costed.json    # nodes carry model cycles
+  pccx-flow graph kernels                                      # every kernel's math
+  pccx-flow graph kernels attn_scores                          # one kernel
+
+JSON is networkx node-link data; GraphML stores every attribute as JSON text. Both read back
+exactly with pccx_flow.graph.export.read_graph. Cycles from --profile are model estimates."""
+
+
+def add_build_args(p: argparse.ArgumentParser) -> None:
+    """The options that choose which decode step to build (shared with `pccx-flow check`)."""
+    p.add_argument("--preset", default="e4b", help="model preset: e4b or tiny (default: e4b)")
+    p.add_argument("--semantics", default="pccx", help="pccx or gemma3n (default: pccx)")
+    p.add_argument(
+        "--position",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"decode position (default: {DEFAULT_POSITION}, or the preset's last if smaller)",
+    )
+    p.add_argument(
+        "--layers", default=None, metavar="A:B", help="only decoder layers A..B-1 (default: all)"
+    )
+    p.add_argument(
+        "--tile-rows",
+        type=int,
+        default=512,
+        metavar="N",
+        help="GEMV output rows per tile (default: 512, one instruction's limit)",
+    )
+
+
+def parse_layers(text: str | None, n_layers: int) -> tuple[int, int] | None:
+    """``A:B`` (either side may be empty) as a half-open range, or None for every layer."""
+    if text is None:
+        return None
+    head, sep, tail = text.partition(":")
+    try:
+        if not sep:
+            a = int(head)
+            b = a + 1
+        else:
+            a = int(head) if head.strip() else 0
+            b = int(tail) if tail.strip() else n_layers
+    except ValueError:
+        raise InputError(f"--layers {text!r}: write A:B with integers, e.g. 0:5") from None
+    if not 0 <= a < b <= n_layers:
+        raise InputError(
+            f"--layers {text!r}: need 0 <= A < B <= {n_layers} (the preset has {n_layers} layers)"
+        )
+    return a, b
+
+
+def build_from_args(args: argparse.Namespace, profile=None):
+    """Build the graph the common options describe."""
+    from pccx_flow.graph.build import build_decode_graph
+    from pccx_flow.model.config import get_config
+
+    config = get_config(args.preset)
+    position = args.position
+    if position is None:
+        position = min(DEFAULT_POSITION, config.max_seq - 1)
+    return build_decode_graph(
+        config,
+        semantics=args.semantics,
+        position=position,
+        profile=profile,
+        tile_rows=args.tile_rows,
+        layers=parse_layers(args.layers, config.n_layers),
+    )
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "graph",
+        help="export the decode-step DAG (json, graphml) or show the kernel contract",
+        description="Work with the decode-step DAG as data.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="graph_command", metavar="ACTION")
+    ex = sub.add_parser(
+        "export",
+        help="write the DAG as node-link JSON or GraphML",
+        description="Build one decode step and write it to a file.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ex.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.json|OUT.graphml")
+    ex.add_argument(
+        "--format", choices=("json", "graphml"), default=None, help="default: from the suffix"
+    )
+    ex.add_argument(
+        "--profile",
+        default=None,
+        metavar="NAME|FILE",
+        help="annotate model-estimate cycles from this hardware profile (e.g. v002-spec)",
+    )
+    add_build_args(ex)
+    ex.set_defaults(func=run_export)
+    kn = sub.add_parser(
+        "kernels",
+        help="print what each node kernel computes",
+        description="The kernel contract between the graph and the executor.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    kn.add_argument("name", nargs="?", default=None, help="one kernel (default: all)")
+    kn.set_defaults(func=run_kernels)
+    p.set_defaults(func=lambda args: _usage(p))
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from pccx_flow.graph.export import graph_format, write_graph
+
+    fmt = graph_format(args.output, args.format)
+    profile = None
+    if args.profile:
+        from pccx_flow.hardware.profile import load_profile
+
+        profile = load_profile(args.profile)
+    graph = build_from_args(args, profile)
+    write_graph(graph, args.output, fmt)
+    print(
+        f"wrote {args.output} ({fmt}): {graph.number_of_nodes()} nodes, "
+        f"{graph.number_of_edges()} edges, {graph.graph['config']} {graph.graph['semantics']} "
+        f"position {graph.graph['position']}"
+    )
+    return 0
+
+
+def run_kernels(args: argparse.Namespace) -> int:
+    from pccx_flow.graph.kernel_specs import KERNEL_OPS, KERNELS
+
+    names = sorted(KERNELS) if args.name is None else [args.name]
+    for name in names:
+        if name not in KERNELS:
+            raise InputError(
+                f"unknown kernel {name!r}; run `pccx-flow graph kernels` to list all of them"
+            )
+        print(f"{name} [{KERNEL_OPS[name]}]")
+        for line in KERNELS[name].splitlines():
+            print(f"    {line}")
+    return 0
