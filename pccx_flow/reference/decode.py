@@ -53,7 +53,7 @@ from pccx_flow.errors import InputError
 from pccx_flow.model.config import Gemma3nConfig, check_position, check_semantics
 from pccx_flow.reference.functions import rms_norm, softcap
 from pccx_flow.reference.layer import INV_SQRT2, decoder_layer
-from pccx_flow.reference.streaming import SLAB_ELEMENTS, matvec, row, slab_rows, vector
+from pccx_flow.reference.streaming import matvec, row, slab_rows, vector
 
 F32 = np.float32
 
@@ -182,7 +182,7 @@ def final_logits(ckpt, xs: np.ndarray, semantics: str, trace: dict | None = None
     x_final_norm = rms_norm(x_final, vector(ckpt, "norm.weight"), cfg.rms_eps)
 
     logits = np.empty(cfg.vocab, dtype=F32)
-    step = slab_rows(cfg.hidden, SLAB_ELEMENTS)
+    step = slab_rows(cfg.hidden)
     for start in range(0, cfg.vocab, step):
         stop = min(cfg.vocab, start + step)
         slab = np.asarray(ckpt.rows("embed_tokens.weight", start, stop), dtype=F32)

@@ -19,20 +19,22 @@ F32 = np.float32
 SLAB_ELEMENTS = 1 << 23
 
 
-def slab_rows(n_cols: int, slab_elements: int = SLAB_ELEMENTS) -> int:
-    """Rows per slab for a matrix with `n_cols` columns (at least one row)."""
-    return max(1, slab_elements // max(1, n_cols))
+def slab_rows(n_cols: int, slab_elements: int | None = None) -> int:
+    """Rows per slab for a matrix with `n_cols` columns (at least one row).
+
+    `slab_elements` defaults to the module's `SLAB_ELEMENTS`, read at call time.
+    """
+    limit = SLAB_ELEMENTS if slab_elements is None else slab_elements
+    return max(1, limit // max(1, n_cols))
 
 
-def matvec(ckpt, key: str, x: np.ndarray, slab_elements: int = SLAB_ELEMENTS) -> np.ndarray:
+def matvec(ckpt, key: str, x: np.ndarray, slab_elements: int | None = None) -> np.ndarray:
     """``W @ x`` for the ``[out, in]`` matrix `key`, dequantising `slab_rows` rows at a time."""
     n_out, n_in = ckpt.spec(key).shape
     x = np.asarray(x, dtype=F32)
     if x.shape != (n_in,):
         raise ValueError(f"{key}: expected a vector of {n_in}, got shape {x.shape}")
     step = slab_rows(n_in, slab_elements)
-    if step >= n_out:
-        return (np.asarray(ckpt.tensor(key), dtype=F32) @ x).astype(F32, copy=False)
     out = np.empty(n_out, dtype=F32)
     for start in range(0, n_out, step):
         stop = min(n_out, start + step)
