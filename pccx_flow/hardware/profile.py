@@ -24,6 +24,7 @@ may also write a bare number (its tag is then ``user``), and may start from a bu
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import asdict, dataclass, field
 from importlib import resources
@@ -39,8 +40,8 @@ TAGS = ("spec", "rtl", "board", "derived", "assumed", "user")
 _KINDS = {
     "int": (lambda v: _is_int(v) and v > 0, "a positive integer"),
     "int0": (lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
-    "num": (lambda v: _is_num(v) and v > 0, "a positive number"),
-    "num0": (lambda v: _is_num(v) and v >= 0, "a non-negative number"),
+    "num": (lambda v: _is_num(v) and v > 0, "a positive finite number"),
+    "num0": (lambda v: _is_num(v) and v >= 0, "a non-negative finite number"),
     "intlist0": (
         lambda v: isinstance(v, list) and all(_is_int(x) and x >= 0 for x in v),
         "a list of non-negative integers",
@@ -115,7 +116,7 @@ def _is_int(v: Any) -> bool:
 
 
 def _is_num(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
 @dataclass(frozen=True)
@@ -429,6 +430,17 @@ def _build(raw: dict, where: str) -> Profile:
     sfu["latency_cycles"] = r.named("sfu", "latency_cycles", "int0", CVO_FUNCS)
     regs = r.section("registers")
     regs["datamover_pages"] = r.named("registers", "datamover_pages", "int0", None)
+    for key in ("instruction_offset", "kick_offset", "status_offset"):
+        if regs[key] + 4 > regs["window_bytes"]:
+            raise r.fail(
+                f"field 'registers.{key}' = {regs[key]:#x} lies outside the"
+                f" {regs['window_bytes']:#x}-byte register window; fix the offset or the window"
+            )
+    if regs["busy_bit"] > 31 or regs["done_bit"] > 31 or regs["busy_bit"] == regs["done_bit"]:
+        raise r.fail(
+            "fields 'registers.busy_bit' and 'registers.done_bit' must be two different bits"
+            " of the 32-bit status word (0..31)"
+        )
     return Profile(
         name=head["name"],
         description=head["description"],

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from importlib import resources
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pccx_flow.errors import ProfileError
 from pccx_flow.graph.nodes import CVO_FUNCS, LANE_CLASSES
+from pccx_flow.hardware.cost import node_cycles
 from pccx_flow.hardware.profile import TAGS, list_profiles, load_profile
 
 BUILTINS = ("v002-as-built", "v002-spec")
@@ -173,7 +177,11 @@ def test_missing_table_names_it(tmp_path):
 
 def test_negative_clock(tmp_path):
     text = _spec_with("core_hz = { value = 400_000_000,", "core_hz = { value = -400_000_000,")
-    assert "field 'clocks.core_hz' must be a positive number, got -400000000" in _error(
+    assert "field 'clocks.core_hz' must be a positive finite number, got -400000000" in _error(
+        tmp_path, text
+    )
+    text = _spec_with("axi_hz = { value = 250_000_000,", "axi_hz = { value = inf,")
+    assert "field 'clocks.axi_hz' must be a positive finite number, got inf" in _error(
         tmp_path, text
     )
 
@@ -213,3 +221,48 @@ def test_missing_cvo_latency(tmp_path):
 def test_extends_unknown_base(tmp_path):
     message = _error(tmp_path, '[profile]\nname = "x"\nextends = "v001"\n')
     assert "'profile.extends' = 'v001' is not a built-in" in message
+
+
+def test_register_offsets_must_lie_in_the_window(tmp_path):
+    text = _spec_with("status_offset = { value = 0x010,", "status_offset = { value = 0x1_0000,")
+    assert "'registers.status_offset' = 0x10000 lies outside" in _error(tmp_path, text)
+    text = _spec_with("done_bit = { value = 1,", "done_bit = { value = 0,")
+    assert "must be two different bits" in _error(tmp_path, text)
+
+
+_LEAF = re.compile(r"^(\w+) = \{ value = ([^,]+),", re.MULTILINE)
+_JUNK = st.one_of(
+    st.integers(-(2**40), 2**40).map(str),
+    st.floats(allow_nan=False, allow_infinity=False, width=32).map(repr),
+    st.sampled_from(['"x"', "true", "[]", "[1, -2]", "{}", "-0.0", "1e400", "nan", "inf"]),
+)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_any_single_bad_value_loads_or_raises_profile_error(tmp_path_factory, data):
+    # Replace one field's value by arbitrary TOML: the loader either accepts it or says which
+    # field is wrong, in one line - never another exception.
+    text = _builtin_text("v002-spec")
+    leaves = list(_LEAF.finditer(text))
+    m = data.draw(st.sampled_from(leaves))
+    junk = data.draw(_JUNK)
+    path = tmp_path_factory.mktemp("fuzz") / "p.toml"
+    path.write_text(text[: m.start(2)] + junk + text[m.end(2) :])
+    try:
+        profile = load_profile(path)
+    except ProfileError as exc:
+        assert "\n" not in str(exc)
+        assert f"'{m.group(1)}" in str(exc) or f".{m.group(1)}'" in str(exc) or "syntax" in str(exc)
+    else:
+        # A profile that loads can cost every kind of node.
+        for node in (
+            {"op": "GEMV", "lane_class": "gemv", "macs": 1 << 20, "weight_bytes": 1 << 19},
+            {"op": "GEMM", "lane_class": "gemm", "macs": 1 << 22, "weight_bytes": 1 << 20},
+            {"op": "CVO", "lane_class": "sfu", "func": "GELU", "elements": 5000},
+            {"op": "MEMCPY", "lane_class": "dma", "act_bytes": 1 << 24},
+            {"op": "MEMSET", "lane_class": "ctrl", "elements": 7},
+            {"op": "HOST", "lane_class": "host", "func": "add", "elements": 2048},
+        ):
+            if node["lane_class"] in profile.lanes:
+                assert node_cycles(node, profile) >= 1
