@@ -178,7 +178,9 @@ def open_tensor(directory: Path, spec: TensorSpec) -> _Opened:
             f"scales of {spec.key}: {spath.name} is {sheader.dtype} {list(sheader.shape)}, "
             f"expected float32 [{spec.shape[0]}]"
         )
-    return _Opened("int4", data, np.array(scale))
+    scale = np.array(scale)  # [rows] float32, small: keep in RAM, shared by every caller
+    scale.setflags(write=False)
+    return _Opened("int4", data, scale)
 
 
 def _storage_of(header: NpyHeader, spec: TensorSpec, path: Path) -> str:

@@ -67,9 +67,10 @@ def test_full_key_accepted_and_fresh_arrays(tiny_ckpt):
     assert tiny_ckpt.tensor("norm.weight").any()
 
 
-def test_float32_memmap_is_read_only(tiny_ckpt):
-    m = tiny_ckpt.float32("norm.weight")
-    assert not m.flags.writeable
+def test_shared_arrays_are_read_only(tiny_ckpt):
+    assert not tiny_ckpt.float32("norm.weight").flags.writeable
+    packed, scale = tiny_ckpt.int4(GATE)
+    assert not packed.flags.writeable and not scale.flags.writeable
 
 
 def test_wrong_accessor_raises(tiny_ckpt):

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import pickle
 import shutil
+import struct
 
 import numpy as np
 import pytest
 
 from pccx_flow.cli.main import main
-from pccx_flow.errors import TensorFormatError
+from pccx_flow.errors import ConfigError, TensorFormatError
+from pccx_flow.model.config import get_config
 from pccx_flow.weights.checkpoint import open_checkpoint, tensor_path
 
 
@@ -48,6 +51,8 @@ def test_unknown_preset(tmp_path, capsys):
     code, _, err = run(capsys, "weights", "synth", "--preset", "e9b", "--out", str(tmp_path / "c"))
     assert_one_line_error(code, err)
     assert "unknown preset 'e9b'" in err and "e4b, tiny" in err
+    with pytest.raises(ConfigError, match="e9b"):
+        get_config("e9b")
     code, _, err = run(capsys, "weights", "verify", str(tmp_path), "--preset", "e9b")
     assert_one_line_error(code, err)
 
@@ -91,12 +96,62 @@ def test_damaged_file_fails_verify_and_read(tiny_ckpt_dir, tmp_path, capsys, dam
         open_checkpoint(ck).tensor("layers.0.mlp.gate_proj.weight")
 
 
-def test_import_errors_are_one_line(tmp_path, capsys):
+def _write_shard(path, tensors: dict) -> None:
+    """Minimal safetensors encoder: {name: (dtype name, array)}."""
+    header, blobs, offset = {}, [], 0
+    for name, (dtype, arr) in tensors.items():
+        raw = np.ascontiguousarray(arr).tobytes()
+        header[name] = {
+            "dtype": dtype,
+            "shape": list(arr.shape),
+            "data_offsets": [offset, offset + len(raw)],
+        }
+        blobs.append(raw)
+        offset += len(raw)
+    text = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def _tiny_hf_tensors(ckpt) -> dict:
+    out = {}
+    for key in list(ckpt.keys()):
+        spec = ckpt.spec(key)
+        x = ckpt.tensor(key)
+        out["model." + key] = ("F32", np.ascontiguousarray(x.T if spec.hf_transposed else x))
+    return out
+
+
+@pytest.mark.parametrize("bad", ["missing", "truncated", "shape", "dtype", "pickle", "nowhere"])
+def test_import_bad_inputs_are_one_line_errors(tmp_path, capsys, tiny_ckpt, bad):
+    tensors = _tiny_hf_tensors(tiny_ckpt)
+    shard = tmp_path / "model.safetensors"
+    key = "model.layers.3.mlp.up_proj.weight"
+    if bad == "missing":
+        del tensors[key]
+    elif bad == "shape":
+        tensors[key] = ("F32", tensors[key][1].reshape(128, 128))
+    elif bad == "dtype":
+        tensors[key] = ("I32", tensors[key][1].view(np.int32))
+    _write_shard(shard, tensors)
+    if bad == "truncated":
+        shard.write_bytes(shard.read_bytes()[:-4])
+    elif bad == "pickle":
+        shard.write_bytes(pickle.dumps(tensors))
+    src = str(tmp_path / "nowhere") if bad == "nowhere" else str(shard)
     code, _, err = run(
-        capsys, "weights", "import", str(tmp_path / "none"), "--out", str(tmp_path / "o")
+        capsys, "weights", "import", src, "--out", str(tmp_path / "o"), "--preset", "tiny"
     )
     assert_one_line_error(code, err)
-    assert "does not exist" in err
+    expected = {
+        "missing": "layers.3.mlp.up_proj.weight",
+        "truncated": "truncated",
+        "shape": "[128, 128]",
+        "dtype": "I32",
+        "pickle": "not a safetensors file",
+        "nowhere": "does not exist",
+    }[bad]
+    assert expected in err
+    assert not (tmp_path / "o" / "manifest.json").exists()
 
 
 def test_import_with_preset(tmp_path, capsys, tiny_ckpt):
