@@ -41,8 +41,11 @@ def _build_unpack_table() -> np.ndarray:
     return table
 
 
-# UNPACK_TABLE[b] = (w0, w1) for byte b, decoded by the spec §0 rule.
+# UNPACK_TABLE[b] = (w0, w1) for byte b, decoded by the spec §0 rule; the float32 copy lets
+# dequantisation gather floats directly (np.take is ~6x faster than fancy indexing here).
 UNPACK_TABLE = _build_unpack_table()
+UNPACK_TABLE_F32 = UNPACK_TABLE.astype(np.float32)
+UNPACK_TABLE_F32.setflags(write=False)
 
 
 def pack_int4(q: np.ndarray) -> np.ndarray:
@@ -66,7 +69,7 @@ def unpack_int4(packed: np.ndarray) -> np.ndarray:
     packed = np.asarray(packed)
     if packed.dtype != np.uint8:
         raise TensorFormatError(f"unpack_int4: packed weights must be uint8, got {packed.dtype}")
-    out = UNPACK_TABLE[packed]  # [..., n, 2]
+    out = np.take(UNPACK_TABLE, packed, axis=0)  # [..., n, 2]
     return out.reshape(*packed.shape[:-1], 2 * packed.shape[-1])
 
 
@@ -95,6 +98,10 @@ def dequantize_rows(packed: np.ndarray, scale: np.ndarray) -> np.ndarray:
             f"dequantize_rows: need packed [rows, n] and scale [rows], got {packed.shape} "
             f"and {scale.shape}"
         )
-    w = unpack_int4(packed).astype(np.float32)
+    if packed.dtype != np.uint8:
+        raise TensorFormatError(
+            f"dequantize_rows: packed weights must be uint8, got {packed.dtype}"
+        )
+    w = np.take(UNPACK_TABLE_F32, packed, axis=0).reshape(packed.shape[0], 2 * packed.shape[1])
     w *= scale[:, None]
     return w
