@@ -98,7 +98,10 @@ def _check_acyclic(graph: nx.DiGraph) -> None:
     if nx.is_directed_acyclic_graph(graph):
         return
     cycle = [u for u, _ in nx.find_cycle(graph)]
-    raise GraphError(f"the graph has a cycle: {' -> '.join(cycle + cycle[:1])}")
+    shown = cycle + cycle[:1]
+    if len(shown) > 9:
+        shown = shown[:4] + [f"... ({len(cycle) - 7} more)"] + shown[-4:]
+    raise GraphError(f"the graph has a cycle of {len(cycle)} nodes: {' -> '.join(shown)}")
 
 
 def _check_nodes(graph: nx.DiGraph) -> None:
