@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         position=args.position,
         profile=profile,
         tile_rows=args.tile_rows,
-        layers=range(*layers) if layers else None,
+        layers=layers,
     )
     problem = problem_from_graph(graph, profile)
     t1 = time.perf_counter()

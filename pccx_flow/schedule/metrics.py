@@ -82,8 +82,11 @@ def graph_bounds(problem: SchedulingProblem, profile: Any) -> dict[str, int] | N
 
     lb = lower_bounds(problem.source, profile)
     out = {"critical_path": int(lb.critical_path_cycles)}
-    out.update({f"lane_class:{k}": int(v) for k, v in lb.lane_class_cycles.items()})
-    out.update({f"bandwidth:{k}": int(v) for k, v in lb.bandwidth_cycles.items()})
+    for field, value in lb.to_dict().items():  # lane_class_cycles, pool_cycles, ...
+        if field.endswith("_cycles") and isinstance(value, dict):
+            prefix = field[: -len("_cycles")]
+            out.update({f"{prefix}:{k}": int(v) for k, v in value.items()})
+    out.setdefault(lb.largest_name, int(lb.largest_cycles))
     return out
 
 
@@ -97,12 +100,18 @@ def schedule_critical_path(schedule: Schedule, problem: SchedulingProblem) -> di
     predecessor that arrived exactly then (``data``), the previous node on the same lane
     finishing exactly then (``lane``), or the previous holder of one of its pool instances
     (``pool:<instance>``). A start with no such cause (time 0, or a policy's own delay such as
-    in-order issue) ends the walk. Waiting is the time between a node's inputs being ready and
-    its start, summed by cause over the path.
+    in-order issue) ends the walk.
+
+    ``waited_cycles`` of a step is the time between its inputs being ready and its start.
+    Those waits overlap one another along a chain of nodes queued on one lane, so the totals
+    in ``blocked_cycles`` count only the part of the path's own timeline during which the
+    next node was ready but blocked: the overlap of its wait with the node it waited for
+    (by cause: ``lane``, ``pool``, and ``delay`` before the first node). Their sum is at
+    most the makespan.
     """
     slots = schedule.slots
     if not slots:
-        return {"nodes": [], "steps": [], "lanes": {}, "waiting_cycles": {}}
+        return {"nodes": [], "steps": [], "lanes": {}, "blocked_cycles": {}}
     ends_on_lane: dict[tuple[str, int], list[Node]] = defaultdict(list)
     ends_on_inst: dict[tuple[str, int], list[Node]] = defaultdict(list)
     for n, s in slots.items():
@@ -112,7 +121,6 @@ def schedule_critical_path(schedule: Schedule, problem: SchedulingProblem) -> di
     index = problem.index
     last = max(slots.values(), key=lambda s: (s.finish, index[s.node])).node
     steps, seen = [], set()
-    waiting: dict[str, int] = defaultdict(int)
     node: Node | None = last
     while node is not None and node not in seen:
         seen.add(node)
@@ -140,8 +148,6 @@ def schedule_critical_path(schedule: Schedule, problem: SchedulingProblem) -> di
                     else:
                         cause = "delay"
         wait = s.start - data_ready
-        if wait > 0:
-            waiting[cause.split(":")[0]] += wait
         steps.append(
             {
                 "node": node,
@@ -154,14 +160,23 @@ def schedule_critical_path(schedule: Schedule, problem: SchedulingProblem) -> di
         )
         node = prev
     steps.reverse()
+    blocked: dict[str, int] = defaultdict(int)
     lanes: dict[str, int] = defaultdict(int)
-    for st in steps:
+    for k, st in enumerate(steps):
         lanes[st["lane"]] += st["finish"] - st["start"]
+        kind = st["cause"].split(":")[0]
+        if st["waited_cycles"] <= 0 or kind in ("data", "start"):
+            continue
+        if k == 0:
+            blocked[kind] += min(st["waited_cycles"], st["start"])
+        else:
+            before = steps[k - 1]
+            blocked[kind] += min(st["waited_cycles"], before["finish"] - before["start"])
     return {
         "nodes": [st["node"] for st in steps],
         "steps": steps,
         "lanes": dict(sorted(lanes.items(), key=lambda kv: -kv[1])),
-        "waiting_cycles": dict(waiting),
+        "blocked_cycles": dict(blocked),
     }
 
 

@@ -81,10 +81,10 @@ def format_summary(metrics: dict, context: dict | None = None, *, top_lanes: int
     cp = metrics.get("critical_path") or {}
     if cp.get("nodes"):
         lane_part = ", ".join(list(cp["lanes"])[:3])
-        wait = cp.get("waiting_cycles") or {}
-        wait_text = ", ".join(f"{v:,} on {k}" for k, v in sorted(wait.items())) or "none"
+        blocked = cp.get("blocked_cycles") or {}
+        text = ", ".join(f"{k}s {_pct(v / span)}" for k, v in sorted(blocked.items()) if span)
         lines.append(f"crit path {len(cp['nodes']):,} nodes, mostly on {lane_part}")
-        lines.append(f"          waiting beyond data: {wait_text} (cycles)")
+        lines.append(f"          ready but blocked by: {text or 'nothing'} (of the makespan)")
     lo = metrics.get("laurel_overlap")
     if lo and lo.get("mean") is not None:
         worst = min(lo["per_layer"], key=lambda k: lo["per_layer"][k])

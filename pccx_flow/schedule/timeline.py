@@ -21,7 +21,7 @@ placing ~15k nodes takes well under a second.
 
 from __future__ import annotations
 
-from bisect import bisect_right, insort
+from bisect import bisect_right
 from collections.abc import Hashable
 
 from pccx_flow.errors import ScheduleError
@@ -32,25 +32,30 @@ Node = Hashable
 
 
 class BusyIntervals:
-    """Non-overlapping half-open [start, finish) intervals of one lane or pool instance."""
+    """Busy time of one lane or pool instance: sorted, disjoint [start, finish) intervals.
 
-    __slots__ = ("starts", "finishes")
+    Intervals that touch are merged, so a lane or port packed back to back is one interval
+    and a search from an early time does not walk every node placed since. Zero-length
+    placements block nothing and are not stored; `last` still remembers them for appending.
+    """
+
+    __slots__ = ("starts", "finishes", "last")
 
     def __init__(self) -> None:
         self.starts: list[int] = []
         self.finishes: list[int] = []
+        self.last = 0
 
     def fit(self, t: int, duration: int, insertion: bool = True) -> int:
         """Earliest time >= t at which [time, time + duration) is free.
 
         Without insertion the answer is never before the last finish (append only).
         """
-        finishes = self.finishes
-        if not finishes:
-            return t
         if not insertion:
-            last = finishes[-1]
-            return t if t >= last else last
+            return t if t >= self.last else self.last
+        finishes = self.finishes
+        if duration <= 0 or not finishes or t >= finishes[-1]:
+            return t  # a zero-length slot overlaps nothing
         starts = self.starts
         i = bisect_right(finishes, t)  # first interval that is still busy after t
         n = len(starts)
@@ -64,15 +69,24 @@ class BusyIntervals:
         return t
 
     def add(self, start: int, finish: int) -> None:
-        if not self.starts or start >= self.starts[-1]:
-            self.starts.append(start)
-            self.finishes.append(finish)
-            if len(self.finishes) > 1 and self.finishes[-2] > finish:
-                self.finishes.sort()  # only zero-length intervals can do this
+        if finish > self.last:
+            self.last = finish
+        if finish <= start:
             return
-        i = bisect_right(self.starts, start)
-        self.starts.insert(i, start)
-        insort(self.finishes, finish)
+        starts, finishes = self.starts, self.finishes
+        i = bisect_right(starts, start)
+        joins_prev = i > 0 and finishes[i - 1] == start
+        joins_next = i < len(starts) and starts[i] == finish
+        if joins_prev and joins_next:
+            finishes[i - 1] = finishes[i]
+            del starts[i], finishes[i]
+        elif joins_prev:
+            finishes[i - 1] = finish
+        elif joins_next:
+            starts[i] = start
+        else:
+            starts.insert(i, start)
+            finishes.insert(i, finish)
 
     def busy(self) -> int:
         return sum(f - s for s, f in zip(self.starts, self.finishes, strict=True))
@@ -94,6 +108,17 @@ class Timeline:
         self._waiting: dict[Node, int] = {n: len(problem.preds[n]) for n in problem.order}
         self._released: dict[Node, tuple[Node, ...]] = {}
         self._data_ready: dict[Node, int] = {}
+        self._memo: dict | None = None
+
+    def remember_starts(self) -> None:
+        """Reuse earliest starts between placements for nodes that look alike to the timeline.
+
+        Dynamic policies re-evaluate every ready node after every placement; tiles of one
+        matrix have the same inputs, cost and pools, so until the next placement their answer
+        is the same. Only valid without comm (a start then depends on no predecessor lane).
+        """
+        if not self.problem.has_comm:
+            self._memo = {}
 
     # --- readiness ------------------------------------------------------------------------
 
@@ -167,7 +192,14 @@ class Timeline:
         t = self.data_ready(node, lane)
         if not_before > t:
             t = not_before
-        return self._fit(node, lane, t, d, insertion)
+        memo = self._memo
+        if memo is None:
+            return self._fit(node, lane, t, d, insertion)
+        key = (t, lane, d, self.problem.resources[node], insertion)
+        start = memo.get(key)
+        if start is None:
+            start = memo[key] = self._fit(node, lane, t, d, insertion)
+        return start
 
     def earliest_finish(
         self, node: Node, lane: str, insertion: bool = False, not_before: int = 0
@@ -200,6 +232,8 @@ class Timeline:
                 raise ScheduleError(f"node {node!r} is not part of the problem")
             raise ScheduleError(f"node {node!r} was placed before all its predecessors")
         start = self.earliest_start(node, lane, insertion, not_before)
+        if self._memo:
+            self._memo.clear()
         d = self.problem.costs[node][lane]
         finish = start + d
         self._lanes[lane].add(start, finish)
@@ -224,8 +258,7 @@ class Timeline:
 
     def lane_free_at(self, lane: str) -> int:
         """The last finish on `lane` (0 when empty)."""
-        f = self._lanes[lane].finishes
-        return f[-1] if f else 0
+        return self._lanes[lane].last
 
     def to_schedule(self, policy: str, profile: str) -> Schedule:
         return Schedule(policy, profile, self.problem.lanes, dict(self.slots))

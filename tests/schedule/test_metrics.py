@@ -49,7 +49,8 @@ def test_critical_path_walks_back_through_data_and_lane_waits():
     cp = schedule_critical_path(schedule, problem)
     assert cp["nodes"] == ["a", "b", "c"]
     assert [s["cause"] for s in cp["steps"]] == ["start", "lane", "data"]
-    assert cp["waiting_cycles"] == {"lane": 3}
+    assert [s["waited_cycles"] for s in cp["steps"]] == [0, 3, 0]
+    assert cp["blocked_cycles"] == {"lane": 3}
     assert cp["lanes"] == {"x": 5, "y": 4}
 
 
@@ -66,7 +67,7 @@ def test_critical_path_names_the_pool_instance_it_waited_for():
     cp = schedule_critical_path(schedule, problem)
     assert cp["nodes"] == ["a", "b"]
     assert cp["steps"][1]["cause"] == "pool:port0"
-    assert cp["waiting_cycles"] == {"pool": 3}
+    assert cp["blocked_cycles"] == {"pool": 3}
 
 
 def test_laurel_overlap_is_the_share_of_laurel_time_beside_attention():
@@ -183,3 +184,19 @@ def test_every_policy_reports_a_gap_of_at_least_zero(decode_graph):
     for policy in BUILTIN_POLICIES:
         m = schedule_metrics(run_policy(problem, profile, policy=policy), problem, profile)
         assert m["gap_to_largest_bound"] >= 0, policy
+
+
+def test_blocked_time_along_a_lane_queue_is_not_double_counted():
+    # a, b, c all ready at 0 and queued on one lane: raw waits 0 + 2 + 4 = 6 > makespan 6 - 0,
+    # but the path is blocked only while a and b run with c (or b) already waiting: 2 + 2.
+    problem, schedule = make(
+        [],
+        "abc",
+        {n: {"x": 2} for n in "abc"},
+        [("x", "cpu")],
+        [Slot("a", "x", 0, 2), Slot("b", "x", 2, 4), Slot("c", "x", 4, 6)],
+    )
+    cp = schedule_critical_path(schedule, problem)
+    assert cp["nodes"] == ["a", "b", "c"]
+    assert [s["waited_cycles"] for s in cp["steps"]] == [0, 2, 4]
+    assert cp["blocked_cycles"] == {"lane": 4}

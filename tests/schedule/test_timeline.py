@@ -15,10 +15,13 @@ from pccx_flow.schedule.validate import validate_schedule
 
 
 def brute_force_fit(intervals, t, d):
-    """Smallest x >= t with [x, x+d) overlapping no interval, by trying every candidate."""
+    """Smallest x >= t with [x, x+d) overlapping no interval, by trying every candidate.
+
+    A zero-length slot overlaps nothing (the validator's rule), so it fits at t.
+    """
     candidates = sorted({t, *(f for _, f in intervals if f >= t)})
     for x in candidates:
-        if all(not (s < x + d and x < f) and not (d == 0 and s < x < f) for s, f in intervals):
+        if d == 0 or all(not (s < x + d and x < f) for s, f in intervals):
             return x
     raise AssertionError("unreachable: the last finish is always free")
 

@@ -113,6 +113,7 @@ def dynamic_pair_schedule(
     """
     index = problem.index
     tie = tie or {}
+    timeline.remember_starts()
 
     def entry(n: Node) -> tuple:
         value, lane = key(n)
