@@ -4,8 +4,10 @@ One E4B decode step has thousands of instruction nodes; a picture of all of them
 boxes. Four levels of detail, coarsest last:
 
 - ``none``: every node as built;
-- ``tiles``: the GEMV tiles of one matrix (same ``weight.key``, ids ending ``.tNN``) become one
-  node that records how many tiles it holds;
+- ``tiles``: the indexed copies of one op become one node that records how many it holds: the
+  GEMV tiles of one matrix (``L07.ffn.gate.t03``), the row chunks of a K-split GEMV
+  (``.t02.c05``), per-head copies (``L07.attn.q_norm.h3.sqrt``) and partial sums (``.p1``);
+  ids that differ only in such ``.<letter><digits>`` segments fold together;
 - ``blocks``: every block of a layer (attention, FFN, LAuReL, ...) becomes one node;
 - ``layers``: every layer (and the steps before / after the stack) becomes one node.
 
@@ -35,15 +37,18 @@ from pccx_flow.errors import RenderError
 
 LEVELS = ("none", "tiles", "blocks", "layers")
 
-# The finest level whose picture has at most this many nodes is picked by default: about
-# what one screen (or one page of `dot` output) shows with readable labels.
-MAX_READABLE_NODES = 200
+# The finest level whose picture has at most this many nodes is picked by default: a few
+# screens of readable labels. One tiny layer (~230 nodes) stays in full detail, one or two
+# E4B layers fold their tiles, a few E4B layers fold blocks, the whole step folds layers.
+MAX_READABLE_NODES = 260
 
 # A node that feeds more than this many others (a shared constant, a normed input read by
 # hundreds of LM-head tiles) makes `dot` spend minutes on crossings: such nodes are left out.
 FANOUT_LIMIT = 96
 
-_TILE_SUFFIX = re.compile(r"^(?P<base>.+)\.t\d+$")
+# An index segment of a node id: ``.t03`` (tile), ``.c05`` (chunk), ``.h2`` (head), ``.p1``
+# (partial sum), ``.r0`` (stream row). Upper-case scopes such as ``L07`` are not indices.
+_INDEX = re.compile(r"\.[a-z]\d+(?=\.|$)")
 _SCOPE = re.compile(r"^(pre|post|L\d+)$")
 
 
@@ -79,14 +84,6 @@ def scope_sort_key(scope: str) -> tuple[int, int]:
     return (1, int(scope[1:]))
 
 
-def _is_tile(node: str, attrs: dict) -> bool:
-    return (
-        attrs.get("op") in ("GEMV", "GEMM")
-        and bool(attrs.get("weight"))
-        and _TILE_SUFFIX.match(str(node)) is not None
-    )
-
-
 def group_of_node(node: str, attrs: dict, level: str) -> str:
     """Id of the folded node that `node` belongs to at `level`."""
     if level == "none":
@@ -96,13 +93,12 @@ def group_of_node(node: str, attrs: dict, level: str) -> str:
         return scope
     if level == "blocks":
         return f"{scope}.{attrs.get('block')}"
-    if _is_tile(node, attrs):
-        return _TILE_SUFFIX.match(str(node)).group("base")
-    return node
+    base = _INDEX.sub("", str(node))
+    return base if base else node
 
 
 def _group_id(graph: nx.DiGraph, node: str, attrs: dict, level: str) -> str:
-    """`group_of_node`, except that a tile group never takes the id of another node."""
+    """`group_of_node`, except that a folded group never takes the id of another node."""
     group = group_of_node(node, attrs, level)
     if level == "tiles" and group != node and group in graph:
         return f"{group}[tiles]"
@@ -115,7 +111,7 @@ def collapse(graph: nx.DiGraph, level: str) -> tuple[nx.DiGraph, dict[str, str]]
     Folded nodes carry ``count`` (members), ``ops`` (op -> count), ``op`` (the op if all
     members share it, else None), ``lane_class`` (the class with the most work: cycles when
     known, else members), ``mixed_lanes`` (True when members use several classes), ``layer``,
-    ``block`` (None when mixed), ``scope``, ``tiles`` (GEMV tiles folded; 0 if none),
+    ``block`` (None when mixed), ``scope``, ``tiles`` (copies folded at level tiles, else 0),
     ``cycles`` (sum, when members have it) and ``members`` (original ids in graph order).
     Parallel edges become one edge with ``count``; edges inside a folded node disappear.
     """

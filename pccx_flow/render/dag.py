@@ -38,6 +38,10 @@ from pccx_flow.render.dot import DEFAULT_TIMEOUT_S, run_layout
 
 OUTPUT_FORMATS = ("svg", "png", "pdf", "dot")
 
+# A node whose edges reach more than this many other layers (PLE pre-compute feeding every
+# layer's PLE mix, a shared KV cache write read by 15 layers) has those edges left undrawn.
+SCOPE_FANOUT_LIMIT = 3
+
 
 @dataclass(frozen=True)
 class DagPicture:
@@ -80,6 +84,7 @@ def build_dag_picture(
     schedule=None,
     title: str | None = None,
     fanout_limit: int = FANOUT_LIMIT,
+    scope_limit: int = SCOPE_FANOUT_LIMIT,
 ) -> DagPicture:
     """DOT source for a picture of `graph`.
 
@@ -87,6 +92,10 @@ def build_dag_picture(
     count, and the caption says so). With `schedule` (a `Schedule` whose ``slots[node]`` has
     ``lane``, ``start``, ``finish``) every node is labelled with its lane and start cycle.
     `level` is one of `collapse.LEVELS` or ``"auto"`` (the finest readable level).
+    Nodes feeding more than `fanout_limit` others are left out; a node feeding more than
+    `scope_limit` other layers keeps its node but not those edges (they are not on the
+    critical path, and a bundle of 35 layer-long edges hides everything else); the node's
+    label says how many layers it feeds.
     """
     if graph.number_of_nodes() == 0:
         raise RenderError("the graph to render is empty: check --layers / --layer")
@@ -103,7 +112,12 @@ def build_dag_picture(
     critical_groups = set(on_path)
     critical_edges = {(a, b) for a, b in zip(on_path, on_path[1:], strict=False) if a != b}
     folded, omitted = drop_fanout(folded, fanout_limit)
-    slots = _group_slots(folded, schedule) if schedule is not None else {}
+    hidden = _spread_edges(folded, critical_edges, scope_limit)
+    extra: dict[str, list[str]] = {}
+    for node, text in (_group_slots(folded, schedule) if schedule is not None else {}).items():
+        extra.setdefault(node, []).append(text)
+    for node, scopes in _count_by_source(hidden, folded).items():
+        extra.setdefault(node, []).append(f"feeds {scopes} layers (edges not drawn)")
 
     dot = graphviz.Digraph(name="decode_step", strict=False)
     dot.attr(
@@ -130,7 +144,7 @@ def build_dag_picture(
         blocks = by_scope[scope]
         if level == "layers":
             for node in blocks.get("", []) + [n for b, ns in blocks.items() if b for n in ns]:
-                _add_node(dot, folded, node, level, node in critical_groups, slots)
+                _add_node(dot, folded, node, level, node in critical_groups, extra)
             continue
         with dot.subgraph(name=f"cluster_{scope}") as layer_cluster:
             layer_cluster.attr(
@@ -144,7 +158,7 @@ def build_dag_picture(
                 if level == "blocks" or not block:
                     for node in nodes:
                         _add_node(
-                            layer_cluster, folded, node, level, node in critical_groups, slots
+                            layer_cluster, folded, node, level, node in critical_groups, extra
                         )
                     continue
                 with layer_cluster.subgraph(name=f"cluster_{scope}_{block}") as block_cluster:
@@ -156,18 +170,28 @@ def build_dag_picture(
                     )
                     for node in nodes:
                         _add_node(
-                            block_cluster, folded, node, level, node in critical_groups, slots
+                            block_cluster, folded, node, level, node in critical_groups, extra
                         )
 
     for u, v, data in folded.edges(data=True):
+        if (u, v) in hidden:
+            continue
         attrs = {}
         if data.get("count", 1) > 1:
             attrs["tooltip"] = f"{data['count']} tensors"
         if (u, v) in critical_edges:
             attrs.update(
-                penwidth=style.CRITICAL_PENWIDTH, color=style.CRITICAL_COLOUR, style="bold"
+                penwidth=style.CRITICAL_PENWIDTH,
+                color=style.CRITICAL_COLOUR,
+                style="bold",
+                weight="8",
             )
         dot.edge(u, v, **attrs)
+
+    for u, v in _scope_anchors(folded, hidden):
+        dot.edge(u, v, style="invis")
+    for u, v in _spine(folded, on_path):
+        dot.edge(u, v, style="invis", weight="40")
 
     _add_legend(dot, folded)
     return DagPicture(
@@ -175,7 +199,7 @@ def build_dag_picture(
         level=level,
         level_picked=picked,
         nodes=folded.number_of_nodes(),
-        edges=folded.number_of_edges(),
+        edges=folded.number_of_edges() - len(hidden),
         omitted=omitted,
         critical_nodes=len(critical_groups & set(folded.nodes)),
         critical_note=critical_note,
@@ -296,7 +320,7 @@ def _mix_text(ops: dict) -> str:
     return ", ".join(f"{n} {op}" for op, n in items)
 
 
-def _label(node: str, attrs: dict, level: str, slot: str | None) -> str:
+def _label(node: str, attrs: dict, level: str, extra: list[str]) -> str:
     if level == "layers":
         scope = attrs["scope"]
         name = {"pre": "before the layers", "post": "after the layers"}.get(
@@ -307,15 +331,74 @@ def _label(node: str, attrs: dict, level: str, slot: str | None) -> str:
         lines = [style.block_title(attrs.get("block") or "?"), f"{attrs['count']} nodes"]
         lines.append(_mix_text(attrs["ops"]))
     elif attrs.get("tiles"):
-        lines = [_short_name(node, attrs), f"{_op_text(attrs)} x{attrs['tiles']} tiles"]
+        unit = " tiles" if attrs.get("op") in ("GEMV", "GEMM") else ""
+        what = _op_text(attrs) or _mix_text(attrs["ops"])
+        lines = [_short_name(node, attrs), f"{what} x{attrs['tiles']}{unit}"]
     else:
         lines = [_short_name(node, attrs), _op_text(attrs)]
-    if slot:
-        lines.append(slot)
+    lines.extend(extra)
     return "\n".join(line for line in lines if line)
 
 
-def _add_node(target, folded, node: str, level: str, critical: bool, slots: dict) -> None:
+def _spread_edges(folded: nx.DiGraph, critical_edges: set, limit: int) -> set:
+    """Edges from a node into more than `limit` other scopes, except critical ones."""
+    hidden = set()
+    for node, attrs in folded.nodes(data=True):
+        away = [v for v in folded.successors(node) if folded.nodes[v]["scope"] != attrs["scope"]]
+        if len({folded.nodes[v]["scope"] for v in away}) > limit:
+            hidden.update((node, v) for v in away if (node, v) not in critical_edges)
+    return hidden
+
+
+def _scope_anchors(folded: nx.DiGraph, hidden: set) -> list[tuple[str, str]]:
+    """Invisible edges that keep each scope below the one before it.
+
+    A node with no drawn inputs (a MEMSET constant, a cache read) would otherwise float up
+    into the previous layer's last rank, which forces `dot` to put the two layer clusters
+    side by side: the whole step then becomes a staircase many metres wide.
+    """
+    by_scope: dict[str, list[str]] = {}
+    for node, attrs in folded.nodes(data=True):
+        by_scope.setdefault(attrs["scope"], []).append(node)
+    order = sorted(by_scope, key=scope_sort_key)
+    anchors = []
+    for before, after in zip(order, order[1:], strict=False):
+        sinks = [
+            n
+            for n in by_scope[before]
+            if not any(folded.nodes[v]["scope"] == before for v in folded.successors(n))
+        ]
+        drawn_in = {v for u, v in folded.edges if (u, v) not in hidden}
+        sources = [n for n in by_scope[after] if n not in drawn_in]
+        anchors += [(u, v) for u in sinks[:4] for v in sources]
+    return anchors
+
+
+def _spine(folded: nx.DiGraph, on_path: list[str]) -> list[tuple[str, str]]:
+    """Heavy invisible edges between one FFN node of each layer and the next layer's.
+
+    They pull each layer's FFN straight below the previous one; without them every layer
+    sits a node's width beside the last and a whole step drifts into a diagonal staircase.
+    The FFN node on the critical path is preferred, so the spine follows the bold path.
+    """
+    first: dict[str, str] = {}
+    candidates = [n for n in on_path if n in folded] + sorted(folded.nodes)
+    for node in candidates:
+        attrs = folded.nodes[node]
+        if attrs.get("block") == "ffn" and attrs["scope"].startswith("L"):
+            first.setdefault(attrs["scope"], node)
+    order = sorted(first, key=scope_sort_key)
+    return [(first[a], first[b]) for a, b in zip(order, order[1:], strict=False)]
+
+
+def _count_by_source(hidden: set, folded: nx.DiGraph) -> dict[str, int]:
+    scopes: dict[str, set] = {}
+    for u, v in hidden:
+        scopes.setdefault(u, set()).add(folded.nodes[v]["scope"])
+    return {u: len(s) for u, s in scopes.items()}
+
+
+def _add_node(target, folded, node: str, level: str, critical: bool, extra: dict) -> None:
     attrs = folded.nodes[node]
     fill = style.lane_colour(attrs.get("lane_class"))
     styles = ["filled"]
@@ -326,7 +409,7 @@ def _add_node(target, folded, node: str, level: str, critical: bool, slots: dict
     else:
         shape = style.op_shape(attrs.get("op"))
     dot_attrs = {
-        "label": _label(node, attrs, level, slots.get(node)),
+        "label": _label(node, attrs, level, extra.get(node, [])),
         "shape": shape,
         "fillcolor": fill,
         "fontcolor": style.text_colour(fill),
@@ -334,7 +417,10 @@ def _add_node(target, folded, node: str, level: str, critical: bool, slots: dict
     }
     if critical:
         styles.append("bold")
-        dot_attrs.update(penwidth=style.CRITICAL_PENWIDTH, color=style.CRITICAL_COLOUR)
+        # One `group` keeps the critical path's nodes in a vertical line where it can.
+        dot_attrs.update(
+            penwidth=style.CRITICAL_PENWIDTH, color=style.CRITICAL_COLOUR, group="critical"
+        )
     dot_attrs["style"] = ",".join(styles)
     target.node(node, **dot_attrs)
 
