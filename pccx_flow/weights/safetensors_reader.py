@@ -55,8 +55,21 @@ class SafeTensor:
         )
 
     def rows_float32(self, start: int, stop: int) -> np.ndarray:
-        """Rows ``start:stop`` (first axis) converted to float32."""
-        return to_float32(self.raw()[start:stop], self.dtype)
+        """Rows ``start:stop`` (first axis) converted to float32.
+
+        Read with an ordinary file read rather than through the memory map, so that
+        converting a multi-GB shard keeps only one chunk resident in this process.
+        """
+        dtype = DTYPES[self.dtype]
+        row = 1
+        for d in self.shape[1:]:
+            row *= d
+        start, stop = max(0, start), min(stop, self.shape[0] if self.shape else 1)
+        count = max(0, stop - start) * row
+        values = np.fromfile(
+            self.file, dtype=dtype, count=count, offset=self.offset + start * row * dtype.itemsize
+        )
+        return to_float32(values.reshape((count // row if row else 0, *self.shape[1:])), self.dtype)
 
     def float32(self) -> np.ndarray:
         return to_float32(self.raw(), self.dtype)

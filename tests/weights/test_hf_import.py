@@ -292,3 +292,13 @@ def test_transformers_default_config_is_e4b():
     assert config_from_hf(hf, "config.json") == get_config("e4b")
     hf["text_config"]["rope_parameters"]["full_attention"]["rope_theta"] = 5e5
     assert config_from_hf(hf, "config.json").theta_global == 5e5
+
+
+def test_row_chunking_does_not_change_the_result(tmp_path, shards, tiny_config, monkeypatch):
+    from pccx_flow.weights import hf_import
+
+    whole = import_safetensors(shards, tmp_path / "whole", config=tiny_config, progress=False)
+    monkeypatch.setattr(hf_import, "CHUNK_ELEMENTS", 100)  # many row chunks per tensor
+    chunked = import_safetensors(shards, tmp_path / "chunked", config=tiny_config, progress=False)
+    for p in sorted(whole.glob("*.npy")):
+        assert p.read_bytes() == (chunked / p.name).read_bytes(), p.name

@@ -83,3 +83,21 @@ def test_output_that_is_a_file_and_bad_seed(tmp_path, tiny_config):
         write_synthetic_checkpoint(tiny_config, 0, f, progress=False)
     with pytest.raises(InputError, match="seed"):
         write_synthetic_checkpoint(tiny_config, -1, tmp_path / "y", progress=False)
+
+
+def test_small_chunks_are_deterministic_and_aligned(tmp_path, tiny_config, monkeypatch):
+    from pccx_flow.weights import synth
+
+    monkeypatch.setattr(synth, "CHUNK_ELEMENTS", 200)  # several chunks per matrix
+    a = write_synthetic_checkpoint(tiny_config, 5, tmp_path / "a", progress=False)
+    b = write_synthetic_checkpoint(tiny_config, 5, tmp_path / "b", progress=False)
+    for p in sorted(a.glob("*.npy")):
+        assert p.read_bytes() == (b / p.name).read_bytes(), p.name
+    ck = open_checkpoint(a)
+    _, scale = ck.int4("embed_tokens.weight")  # 512 rows of 64: chunks of 3 rows
+    assert np.unique(scale).size == scale.size
+    w = ck.tensor("embed_tokens.weight")
+    # each row is integer levels in -7..7 times its own row's scale
+    q = w / scale[:, None]
+    np.testing.assert_allclose(q, np.rint(q), atol=1e-5)
+    assert np.abs(np.rint(q)).max() == 7
