@@ -43,6 +43,7 @@ the softcap).
 from __future__ import annotations
 
 import math
+import operator
 import sys
 import zlib
 from pathlib import Path
@@ -170,8 +171,12 @@ def write_synthetic_checkpoint(
     Memory stays at one chunk (a few tens of MB) whatever the model size. A non-empty `out`
     is refused unless `force`; the manifest is written last.
     """
-    if not isinstance(seed, int) or seed < 0:
-        raise InputError(f"seed {seed!r} must be a non-negative integer, e.g. --seed 0")
+    try:
+        seed = operator.index(seed)
+    except TypeError:
+        seed = -1
+    if seed < 0:
+        raise InputError("the seed must be a non-negative integer, e.g. --seed 0")
     out = prepare_output_dir(out, force=force)
     specs = tensor_manifest(config)
     total = sum(t.stored_bytes for t in specs)
