@@ -1,0 +1,236 @@
+"""`pccx-flow render`: a Graphviz picture of one decode step's DAG."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from pccx_flow.errors import InputError, RenderError
+
+# Same default as `pccx-flow schedule`, so a render with --policy shows that schedule.
+DEFAULT_POSITION = 1023
+
+EPILOG = """examples:
+  pccx-flow render --preset tiny --layer 3 -o tiny3.svg          # one tiny layer, every node
+  pccx-flow render --layer 7 -o layer7.svg                       # one E4B layer, tiles folded
+  pccx-flow render --collapse blocks -o step-blocks.svg          # whole E4B step, one node/block
+  pccx-flow render --layer 7 --profile v002-spec -o l7.png       # bold min-cost critical path
+  pccx-flow render --layers 0:2 --policy critical-path -o s.svg  # lane @ start cycle labels
+  pccx-flow render --layers 0:5 -o step.dot                      # DOT source, no Graphviz needed
+
+--collapse picks how much is folded: none (every instruction), tiles (GEMV tiles of one
+matrix become one node), blocks (one node per block of a layer), layers (one node per layer).
+The default picks the finest level that stays readable and the output says which. SVG, PNG
+and PDF need Graphviz's `dot`; .dot writes the source only. The critical path is drawn bold:
+with --policy the schedule's (on --profile, default v002-spec), with --profile alone the
+min-cost one, otherwise the longest path by node count. Cycles are model estimates."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "render",
+        help="draw the decode-step DAG with Graphviz (svg, png, pdf or dot)",
+        description="Build the decode-step DAG and draw it: one cluster per layer and block, "
+        "nodes coloured by lane class and shaped by op, the critical path bold.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.svg|png|pdf|dot")
+    p.add_argument("--preset", default="e4b", help="model preset: e4b or tiny (default: e4b)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument(
+        "--layers", default=None, metavar="A:B", help="only decoder layers A..B-1 (default: all)"
+    )
+    which.add_argument("--layer", type=int, default=None, metavar="N", help="only layer N")
+    p.add_argument(
+        "--collapse",
+        default="auto",
+        choices=("auto", "none", "tiles", "blocks", "layers"),
+        help="how much to fold (default: auto, the finest readable level)",
+    )
+    p.add_argument(
+        "--policy",
+        default=None,
+        metavar="NAME",
+        help="schedule with this policy and label nodes with lane @ start cycle",
+    )
+    p.add_argument(
+        "--profile",
+        default=None,
+        metavar="NAME|FILE",
+        help="hardware profile for cycles and the critical path (default with --policy: v002-spec)",
+    )
+    p.add_argument("--semantics", default="pccx", help="pccx or gemma3n (default: pccx)")
+    p.add_argument(
+        "--position",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"decode position (default: {DEFAULT_POSITION} or the preset's last)",
+    )
+    p.add_argument(
+        "--tile-rows",
+        type=int,
+        default=512,
+        metavar="N",
+        help="GEMV output rows per tile (default: 512)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="stop Graphviz after S seconds (default: %(default)s)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.set_defaults(func=run)
+
+
+def layer_range(layers: str | None, layer: int | None, n_layers: int) -> tuple[int, int] | None:
+    """``--layers A:B`` or ``--layer N`` as a half-open (first, stop), or None for all."""
+    if layer is not None:
+        if not 0 <= layer < n_layers:
+            raise InputError(
+                f"--layer {layer}: the preset has layers 0..{n_layers - 1}; pick one of those"
+            )
+        return layer, layer + 1
+    if layers is None:
+        return None
+    head, sep, tail = layers.partition(":")
+    try:
+        if not sep:
+            a = int(head)
+            b = a + 1
+        else:
+            a = int(head) if head.strip() else 0
+            b = int(tail) if tail.strip() else n_layers
+    except ValueError:
+        raise InputError(f"--layers {layers!r}: write A:B with integers, e.g. 0:5") from None
+    if not 0 <= a < b <= n_layers:
+        raise InputError(
+            f"--layers {layers!r}: need 0 <= A < B <= {n_layers} (the preset has {n_layers} layers)"
+        )
+    return a, b
+
+
+def _check_output(out: Path) -> None:
+    from pccx_flow.render.dag import OUTPUT_FORMATS
+
+    fmt = out.suffix.lower().lstrip(".")
+    if fmt not in OUTPUT_FORMATS:
+        raise RenderError(
+            f"cannot tell the picture format from {out.name!r}: end the output name with "
+            + ", ".join(f".{f}" for f in OUTPUT_FORMATS)
+        )
+    if not out.parent.is_dir():
+        raise InputError(f"cannot write {out}: folder {out.parent} does not exist")
+    if fmt != "dot":
+        from pccx_flow.render.dot import find_layout_program
+
+        find_layout_program("dot")  # fail before the (slow) graph build
+
+
+def run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from pccx_flow.graph.build import build_decode_graph
+    from pccx_flow.model.config import check_position, check_semantics, get_config
+    from pccx_flow.render.dag import build_dag_picture, layer_view, write_dag
+
+    config = get_config(args.preset)
+    check_semantics(args.semantics)
+    if args.position is None:
+        args.position = min(DEFAULT_POSITION, config.max_seq - 1)
+    check_position(config, args.position)
+    if args.tile_rows < 1:
+        raise InputError(f"--tile-rows {args.tile_rows}: give a positive number of rows")
+    if args.timeout <= 0:
+        raise InputError(f"--timeout {args.timeout}: give a positive number of seconds")
+    span = layer_range(args.layers, args.layer, config.n_layers)
+    _check_output(args.output)
+    profile_name = args.profile or ("v002-spec" if args.policy else None)
+    profile = None
+    policy = None
+    if profile_name is not None:
+        from pccx_flow.hardware.profile import load_profile
+
+        profile = load_profile(profile_name)
+    if args.policy is not None:
+        from pccx_flow.schedule.registry import make_policy
+
+        policy = make_policy(args.policy)  # fail fast, before the graph
+
+    stages = ["build graph"] + (["schedule"] if policy else []) + ["draw"]
+    show = not args.no_progress and sys.stderr.isatty()
+    bar = tqdm(total=len(stages), desc="render", unit="stage", file=sys.stderr, disable=not show)
+
+    bar.set_postfix_str(stages[0])
+    graph = build_decode_graph(
+        config,
+        semantics=args.semantics,
+        position=args.position,
+        profile=profile,
+        tile_rows=args.tile_rows,
+        layers=span,
+    )
+    bar.update()
+    schedule = None
+    if policy is not None:
+        from pccx_flow.schedule.metrics import schedule_critical_path
+        from pccx_flow.schedule.problem import problem_from_graph
+        from pccx_flow.schedule.registry import run_on_problem
+
+        bar.set_postfix_str("schedule")
+        problem = problem_from_graph(graph, profile)
+        schedule = run_on_problem(policy, problem, label=args.policy, profile=profile.name)
+        critical = schedule_critical_path(schedule, problem)["nodes"]
+        note = (
+            f"bold: critical path of the {args.policy} schedule, makespan "
+            f"{schedule.makespan:,} cycles on {profile.name} (model estimate)"
+        )
+        bar.update()
+    elif profile is not None:
+        from pccx_flow.bounds import lower_bounds
+
+        bounds = lower_bounds(graph, profile)
+        critical = bounds.critical_path
+        note = (
+            f"bold: min-cost critical path, {bounds.critical_path_cycles:,} cycles on "
+            f"{profile.name} (model estimate)"
+        )
+    else:
+        critical, note = None, None
+
+    bar.set_postfix_str("draw")
+    shown = layer_view(graph, span) if span else graph
+    picture = build_dag_picture(
+        shown,
+        level=args.collapse,
+        critical_path=critical,
+        critical_note=note,
+        schedule=schedule,
+        title=_title(config.name, args, span),
+    )
+    write_dag(picture, args.output, timeout=args.timeout)
+    bar.update()
+    bar.close()
+
+    how = "picked automatically" if picture.level_picked else "as asked"
+    print(
+        f"wrote {args.output}: {picture.nodes} nodes, {picture.edges} edges, "
+        f"collapse level {picture.level} ({how})"
+    )
+    if picture.omitted:
+        print(f"left out {len(picture.omitted)} fan-out node(s): {', '.join(picture.omitted[:5])}")
+    return 0
+
+
+def _title(preset: str, args: argparse.Namespace, span: tuple[int, int] | None) -> str:
+    if span is None:
+        where = "whole step"
+    elif span[1] - span[0] == 1:
+        where = f"layer {span[0]}"
+    else:
+        where = f"layers {span[0]}..{span[1] - 1}"
+    return f"{preset} decode step ({where}), semantics {args.semantics}, position {args.position}"

@@ -1,0 +1,142 @@
+"""`pccx-flow render` end to end with the real graph builder, scheduler and `dot`."""
+
+import shutil
+
+import pytest
+
+from pccx_flow.cli.main import main
+from pccx_flow.graph.build import build_decode_graph
+from pccx_flow.hardware.profile import load_profile
+from pccx_flow.render.dot import DOT_MISSING
+
+from .test_dag import BOLD, drawn_nodes, parse_svg
+
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz dot not installed")
+
+TINY_LAST = 63  # the CLI's default position on tiny: its last KV slot
+
+
+@needs_dot
+def test_one_tiny_layer_in_full_detail(tmp_path, capsys):
+    out = tmp_path / "l3.svg"
+    assert main(["render", "--preset", "tiny", "--layer", "3", "-o", str(out)]) == 0
+    stdout = capsys.readouterr().out
+    assert "collapse level none (picked automatically)" in stdout
+    svg = parse_svg(out)
+    graph = build_decode_graph("tiny", layers=(3, 4), position=TINY_LAST)
+    assert drawn_nodes(svg) == {n for n, a in graph.nodes(data=True) if a["layer"] == 3}
+    assert {"cluster_L03", "cluster_L03_attn", "cluster_L03_ffn", "cluster_legend"} <= set(
+        svg["clusters"]
+    )
+    assert any(
+        "longest path by node count (no hardware profile given)" in c for c in svg["caption"]
+    )
+
+
+@needs_dot
+def test_whole_tiny_step_by_block(tmp_path, capsys):
+    out = tmp_path / "step.svg"
+    assert main(["render", "--preset", "tiny", "--collapse", "blocks", "-o", str(out)]) == 0
+    assert "collapse level blocks (as asked)" in capsys.readouterr().out
+    graph = build_decode_graph("tiny", position=TINY_LAST)
+    blocks = {(n.split(".")[0], a["block"]) for n, a in graph.nodes(data=True)}
+    svg = parse_svg(out)
+    assert drawn_nodes(svg) == {f"{scope}.{block}" for scope, block in blocks}
+    assert {f"cluster_L{i:02d}" for i in range(10)} <= set(svg["clusters"])
+
+
+@needs_dot
+def test_policy_labels_lane_and_start_and_bolds_the_schedule_path(tmp_path):
+    from pccx_flow.schedule.metrics import schedule_critical_path
+    from pccx_flow.schedule.problem import problem_from_graph
+    from pccx_flow.schedule.registry import run_policy
+
+    out = tmp_path / "s.svg"
+    argv = ["render", "--preset", "tiny", "--layer", "2", "--collapse", "none"]
+    assert main(argv + ["--policy", "critical-path", "-o", str(out)]) == 0
+    profile = load_profile("v002-spec")
+    graph = build_decode_graph("tiny", layers=(2, 3), position=TINY_LAST, profile=profile)
+    schedule = run_policy(graph, profile, "critical-path")
+    path = schedule_critical_path(schedule, problem_from_graph(graph, profile))["nodes"]
+    svg = parse_svg(out)
+    for node in graph:
+        slot = schedule.slots[node]
+        assert f"{slot.lane} @ {slot.start:,}" in svg["nodes"][node]["texts"], node
+    bold = {n for n in drawn_nodes(svg) if BOLD in svg["nodes"][n]["widths"]}
+    assert bold == set(path)
+    assert any("critical-path schedule on v002-spec" in c for c in svg["caption"])
+
+
+@needs_dot
+def test_profile_bolds_the_min_cost_critical_path(tmp_path):
+    from pccx_flow.bounds import lower_bounds
+
+    out = tmp_path / "p.svg"
+    argv = ["render", "--preset", "tiny", "--layer", "1", "--profile", "v002-as-built"]
+    assert main(argv + ["-o", str(out)]) == 0
+    profile = load_profile("v002-as-built")
+    graph = build_decode_graph("tiny", layers=(1, 2), position=TINY_LAST, profile=profile)
+    path = lower_bounds(graph, profile).critical_path
+    svg = parse_svg(out)
+    bold = {n for n in drawn_nodes(svg) if BOLD in svg["nodes"][n]["widths"]}
+    assert bold == set(path)
+    assert any("min-cost critical path" in c and "v002-as-built" in c for c in svg["caption"])
+
+
+@needs_dot
+def test_one_e4b_layer_folds_its_tiles(tmp_path, capsys):
+    out = tmp_path / "l7.svg"
+    assert main(["render", "--layer", "7", "-o", str(out)]) == 0
+    assert "collapse level tiles (picked automatically)" in capsys.readouterr().out
+    svg = parse_svg(out)
+    assert "GEMV x32 tiles" in svg["nodes"]["L07.ffn.gate"]["texts"]  # 16384 rows / 512
+
+
+def test_missing_dot_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    code = main(["render", "--preset", "tiny", "--layer", "0", "-o", str(tmp_path / "x.svg")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err == f"pccx-flow: error: {DOT_MISSING}\n"
+    assert not (tmp_path / "x.svg").exists()
+    # .dot needs no Graphviz.
+    out = tmp_path / "x.dot"
+    assert main(["render", "--preset", "tiny", "--layer", "0", "-o", str(out)]) == 0
+    assert "subgraph cluster_L00 {" in out.read_text()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--layer", "10"], "--layer 10: the preset has layers 0..9"),
+        (["--layers", "5:2"], "--layers '5:2': need 0 <= A < B <= 10"),
+        (["--layers", "x"], "--layers 'x': write A:B with integers"),
+        (["--position", "64"], "position 64 out of range"),
+        (["--semantics", "hf"], "unknown semantics 'hf'"),
+        (["--profile", "v003"], "unknown hardware profile 'v003'"),
+        (["--policy", "no-such-policy"], "no-such-policy"),
+    ],
+)
+def test_bad_options_are_one_line_errors(tmp_path, capsys, args, message):
+    out = tmp_path / "x.dot"
+    code = main(["render", "--preset", "tiny", *args, "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("pccx-flow: error: ") and err.count("\n") == 1
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_bad_output_names_are_refused_before_any_work(tmp_path, capsys):
+    assert main(["render", "--preset", "tiny", "-o", str(tmp_path / "x.jpeg")]) == 2
+    assert "end the output name with .svg, .png, .pdf, .dot" in capsys.readouterr().err
+    assert main(["render", "--preset", "tiny", "-o", str(tmp_path / "no" / "x.dot")]) == 2
+    assert "folder" in capsys.readouterr().err
+
+
+def test_help_shows_examples(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["render", "--help"])
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    assert "examples:" in text and "pccx-flow render --preset tiny --layer 3 -o tiny3.svg" in text
