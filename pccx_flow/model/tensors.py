@@ -114,7 +114,7 @@ def layer_tensors(config: Gemma3nConfig, layer: int) -> list[TensorSpec]:
         _t(p + "self_attn.k_proj.weight", "W_k", (c.kv_dim, c.hidden), "int4", i, used=own),
         _t(p + "self_attn.v_proj.weight", "W_v", (c.kv_dim, c.hidden), "int4", i, used=own),
         _t(p + "self_attn.q_norm.weight", "gamma_q", (c.head_dim,), "float32", i),
-        _t(p + "self_attn.k_norm.weight", "gamma_k", (c.head_dim,), "float32", i),
+        _t(p + "self_attn.k_norm.weight", "gamma_k", (c.head_dim,), "float32", i, used=own),
         _t(p + "self_attn.o_proj.weight", "W_o", (c.hidden, c.q_dim), "int4", i),
         _t(p + "laurel.linear_left.weight", "laurel_left", (c.laurel_rank, c.hidden), "int4", i),
         _t(p + "laurel.linear_right.weight", "laurel_right", (c.hidden, c.laurel_rank), "int4", i),
