@@ -68,20 +68,22 @@ class GraphWriter:
         if op == "CVO":
             func = CVO_KERNEL_FUNCS[kernel]
         outs = [tensor(o[0], o[1], o[2] if len(o) > 2 else "float32") for o in outputs]
+        in_bytes = [tensor_bytes(t) for t in inputs]
         if act_bytes is None:
-            act_bytes = sum(tensor_bytes(t) for t in inputs) + sum(tensor_bytes(t) for t in outs)
+            act_bytes = sum(in_bytes) + sum(tensor_bytes(t) for t in outs)
         if elements is None:
             elements = (
                 max(math.prod(t["shape"]) for t in outs) if op in ("CVO", "HOST") and outs else 0
             )
-        self.graph.add_node(
+        graph = self.graph
+        graph.add_node(
             nid,
             layer=layer,
             block=block,
             op=op,
             func=func,
-            flags=dict(flags or {}),
-            inputs=[dict(t) for t in inputs],
+            flags=dict(flags) if flags else {},
+            inputs=list(inputs),  # tensor dicts are shared with their writer: never mutate one
             outputs=outs,
             lane_class=OP_LANE[op],
             macs=int(macs),
@@ -90,21 +92,21 @@ class GraphWriter:
             elements=int(elements),
             weight=weight,
             kernel=kernel,
-            params=dict(params or {}),
+            params=params if params is not None else {},
         )
-        for t in inputs:
-            src = self.writer.get(t["name"])
+        succ = graph.succ
+        for t, nbytes in zip(inputs, in_bytes, strict=True):
+            name = t["name"]
+            src = self.writer.get(name)
             if src is None:
-                raise RuntimeError(f"{nid} reads {t['name']} before any node writes it")
-            if self.graph.has_edge(src, nid):
-                e = self.graph.edges[src, nid]
-                if t["name"] not in e["tensors"]:
-                    e["tensors"].append(t["name"])
-                    e["bytes"] += tensor_bytes(t)
+                raise RuntimeError(f"{nid} reads {name} before any node writes it")
+            e = succ[src].get(nid)
+            if e is not None:
+                if name not in e["tensors"]:
+                    e["tensors"].append(name)
+                    e["bytes"] += nbytes
             else:
-                self.graph.add_edge(
-                    src, nid, tensor=t["name"], tensors=[t["name"]], bytes=tensor_bytes(t)
-                )
+                graph.add_edge(src, nid, tensor=name, tensors=[name], bytes=nbytes)
         for t in outs:
             if t["name"] in self.writer:
                 raise RuntimeError(f"tensor {t['name']} written twice")
