@@ -52,6 +52,8 @@ class Rect:
     stroke: str | None = None
     stroke_width: float = 0.0
     tip: str | None = None
+    nodes: tuple[str, ...] = ()  # the schedule nodes a bar stands for
+    css_class: str | None = None  # "bar" or "bar critical" for schedule bars
 
 
 @dataclass(frozen=True)
@@ -319,28 +321,34 @@ def layout(data: GanttData) -> tuple[list, int]:
         if xx - last_label >= 22:
             out.append(Text(xx + 2, top - 24, f"L{layer}", 9, colour="#555555"))
             last_label = xx
-    # Bars, then the critical-path strip under the critical bars.
-    for bar in data.bars:
-        y = top + bar["row"] * (ROW + ROW_GAP)
-        w = max(x(bar["finish"]) - x(bar["start"]), 0.6)
-        critical = bar["critical"]
+    # Bars, then the critical-path strip under the critical bars. Bars narrower than a
+    # pixel cannot be told apart at this width: touching runs of them (same lane, block and
+    # criticality) become one rect that lists its nodes, which keeps a whole E4B step's
+    # SVG around a megabyte instead of several.
+    for run in _runs(data.bars, x, lambda b: (b["row"], b["block"], b["critical"])):
+        first, last = run[0], run[-1]
+        x0, x1 = x(first["start"]), x(last["finish"])
+        w = max(x1 - x0, 0.6)
+        outline = first["critical"] and w > 3
         out.append(
             Rect(
-                x(bar["start"]),
-                y,
+                x0,
+                top + first["row"] * (ROW + ROW_GAP),
                 w,
                 ROW - 5,
-                style.block_colour(bar["block"]),
-                "#000000" if critical else None,
-                1.0 if critical else 0.0,
-                _bar_tip(bar, data.core_hz),
+                style.block_colour(first["block"]),
+                "#000000" if outline else None,
+                1.0 if outline else 0.0,
+                _bar_tip(first, data.core_hz) if len(run) == 1 else _run_tip(run, data.core_hz),
+                tuple(b["node"] for b in run),
+                "bar critical" if first["critical"] else "bar",
             )
         )
-    for bar in data.bars:
-        if bar["critical"]:
-            y = top + bar["row"] * (ROW + ROW_GAP) + ROW - 4
-            w = max(x(bar["finish"]) - x(bar["start"]), 0.8)
-            out.append(Rect(x(bar["start"]), y, w, 4, "#000000"))
+    critical = [b for b in data.bars if b["critical"]]
+    for run in _runs(critical, x, lambda b: b["row"]):
+        x0, x1 = x(run[0]["start"]), x(run[-1]["finish"])
+        y = top + run[0]["row"] * (ROW + ROW_GAP) + ROW - 4
+        out.append(Rect(x0, y, max(x1 - x0, 0.8), 4, "#000000"))
     # Legend: blocks present, and the critical-path marker.
     y = bottom + 56
     xx = LEFT
@@ -355,6 +363,35 @@ def layout(data: GanttData) -> tuple[list, int]:
         out.append(Text(xx + 18, y, label, 10))
         xx += width
     return out, int(y + 20)
+
+
+def _runs(bars: list[dict], x, key, max_px: float = 1.5) -> list[list[dict]]:
+    """Bars (sorted by row, then start) grouped into runs of touching sub-pixel bars."""
+    runs: list[list[dict]] = []
+    for bar in bars:
+        narrow = x(bar["finish"]) - x(bar["start"]) < max_px
+        if runs:
+            last = runs[-1][-1]
+            if (
+                narrow
+                and key(last) == key(bar)
+                and x(last["finish"]) - x(last["start"]) < max_px
+                and x(bar["start"]) - x(last["finish"]) <= 0.5
+            ):
+                runs[-1].append(bar)
+                continue
+        runs.append([bar])
+    return runs
+
+
+def _run_tip(run: list[dict], core_hz: float | None) -> str:
+    first, last = run[0], run[-1]
+    merged = {
+        **first,
+        "node": f"{len(run)} nodes {first['node']} .. {last['node']}",
+        "finish": last["finish"],
+    }
+    return _bar_tip(merged, core_hz)
 
 
 def _bar_tip(bar: dict, core_hz: float | None) -> str:
@@ -391,7 +428,9 @@ def scene_svg(scene: list, width: int, height: int, title: str) -> str:
             if p.stroke:
                 attrs += f' stroke="{p.stroke}" stroke-width="{p.stroke_width:g}"'
             if p.tip:
-                cls = ' class="bar critical"' if p.stroke else ' class="bar"'
+                cls = f' class="{p.css_class}"' if p.css_class else ""
+                if len(p.nodes) > 1:
+                    attrs += f' data-nodes="{e(" ".join(p.nodes))}"'
                 out.append(f"<rect{cls} {attrs}><title>{e(p.tip)}</title></rect>")
             else:
                 out.append(f"<rect {attrs}/>")

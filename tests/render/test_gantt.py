@@ -30,7 +30,14 @@ def _bars(root):
     return [r for r in root.iter(f"{SVG}rect") if "bar" in (r.get("class") or "")]
 
 
-def test_svg_has_one_row_per_lane_and_one_bar_per_slot(tmp_path, toy):
+def _bar_nodes(rect):
+    """The schedule nodes one bar stands for: its data-nodes, else the id its title starts with."""
+    if rect.get("data-nodes"):
+        return rect.get("data-nodes").split(" ")
+    return [rect.find(f"{SVG}title").text.split(" | ")[0]]
+
+
+def test_svg_has_one_row_per_lane_and_draws_every_slot_once(tmp_path, toy):
     g, schedule, path = toy
     metrics = {"critical_path": {"nodes": path, "steps": []}}
     out = write_gantt(schedule, g, tmp_path / "g.svg", metrics=metrics)
@@ -38,18 +45,34 @@ def test_svg_has_one_row_per_lane_and_one_bar_per_slot(tmp_path, toy):
     texts = [t.text for t in root.iter(f"{SVG}text")]
     for lane in TOY_LANES:
         assert sum(1 for t in texts if re.fullmatch(rf"{lane.name} \d+%", t or "")) == 1
-    bars = _bars(root)
-    assert len(bars) == len(schedule.slots)
-    tips = {b.find(f"{SVG}title").text.split(" | ")[0]: b for b in bars}
-    assert set(tips) == set(schedule.slots)
-    # Bars sit in their lane's row: same row -> same y, rows in lane order.
+    drawn = [(node, rect) for rect in _bars(root) for node in _bar_nodes(rect)]
+    assert sorted(n for n, _ in drawn) == sorted(schedule.slots)
+    # Bars sit in their lane's row: one y per lane, a different y for each lane.
     row_y = {}
-    for node, rect in tips.items():
+    for node, rect in drawn:
         row_y.setdefault(schedule.slots[node].lane, set()).add(float(rect.get("y")))
     assert all(len(y) == 1 for y in row_y.values())
-    assert len({y for ys in row_y.values() for y in ys}) == len(row_y)  # one row per lane
-    critical = {n for n, rect in tips.items() if "critical" in rect.get("class")}
+    assert len({y for ys in row_y.values() for y in ys}) == len(row_y)
+    critical = {n for n, rect in drawn if "critical" in rect.get("class")}
     assert critical == set(path)
+
+
+def test_touching_sub_pixel_bars_merge_and_wide_ones_do_not(tmp_path, toy):
+    g, schedule, _ = toy
+    root = ET.parse(write_gantt(schedule, g, tmp_path / "g.svg")).getroot()
+    px_per_cycle = (gantt.WIDTH - gantt.LEFT - gantt.RIGHT) / schedule.makespan
+    merged = [r for r in _bars(root) if r.get("data-nodes")]
+    assert merged, "the toy's 2-cycle MEMSETs at cycles 0, 2, 4 are sub-pixel and touching"
+    for rect in _bars(root):
+        nodes = _bar_nodes(rect)
+        slots = [schedule.slots[n] for n in nodes]
+        assert len({s.lane for s in slots}) == 1
+        assert len({g.nodes[n]["block"] for n in nodes}) == 1
+        if len(nodes) > 1:
+            assert all((s.finish - s.start) * px_per_cycle < 1.5 for s in slots)
+            assert rect.find(f"{SVG}title").text.startswith(f"{len(nodes)} nodes ")
+        start = min(s.start for s in slots)
+        assert float(rect.get("x")) == pytest.approx(gantt.LEFT + start * px_per_cycle, abs=0.01)
 
 
 def test_rows_are_in_lane_order(tmp_path, toy):
