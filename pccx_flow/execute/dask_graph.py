@@ -97,3 +97,58 @@ def build_dask_graph(
         node_of={k: n for n, k in key_of.items()},
         annotations=annotations,
     )
+
+
+def build_fused_dask_graph(
+    graph: nx.DiGraph,
+    calls: dict[str, NodeCall],
+    *,
+    kernels: str,
+    ctx: StepContext,
+    weights: WeightsRef,
+    externals: dict[str, dict],
+    step_tag: str,
+    schedule: Any = None,
+) -> DaskStep:
+    """Like `build_dask_graph` but one task per fusion group (see `pccx_flow.execute.fuse`).
+
+    A group's key is its root node's key (op and lane of the root); it carries the root's
+    lane annotations and the highest priority of its members. ``key_of`` maps every member
+    to its group's key; each task returns ``{node: outputs}`` for its members.
+    """
+    from pccx_flow.execute.fuse import fusion_groups
+    from pccx_flow.execute.runtime import run_group
+
+    lanes = {}
+    if schedule is not None:
+        lanes = {n: str(s.lane) for n, s in schedule.slots.items()}
+    groups = fusion_groups(graph, list(calls))
+    group_key = {r: task_key(r, graph.nodes[r], step_tag, lanes.get(r)) for r in groups}
+    key_of = {n: group_key[r] for r, members in groups.items() for n in members}
+    prio = schedule_priorities(schedule, calls) if schedule is not None else {}
+    dsk: dict[str, Any] = {}
+    annotations: dict[str, dict[str, Any]] = {}
+    for root, members in groups.items():
+        key = group_key[root]
+        inside = set(members)
+        deps: list[str] = []
+        for n in members:
+            for p in calls[n].producers:
+                if p not in inside and key_of[p] not in deps:
+                    deps.append(key_of[p])
+        ext = {n: externals[n] for n in members if n in externals}
+        member_calls = tuple(calls[n] for n in members)
+        dsk[key] = Task(
+            key, run_group, member_calls, kernels, ctx, weights, ext, *(TaskRef(d) for d in deps)
+        )
+        ann: dict[str, Any] = {"lane_class": graph.nodes[root].get("lane_class", "host")}
+        if schedule is not None:
+            ann["lane"] = lanes.get(root, ann["lane_class"])
+            ann["priority"] = max(prio[n] for n in members)
+        annotations[key] = ann
+    return DaskStep(
+        dsk=dsk,
+        key_of=key_of,
+        node_of={k: r for r, k in group_key.items()},
+        annotations=annotations,
+    )

@@ -22,7 +22,7 @@ import numpy as np
 
 from pccx_flow.errors import ExecutionError, InputError
 from pccx_flow.execute import kernels as kernel_module
-from pccx_flow.execute.dask_graph import DaskStep, build_dask_graph
+from pccx_flow.execute.dask_graph import DaskStep, build_dask_graph, build_fused_dask_graph
 from pccx_flow.execute.loop import run_calls_in_order
 from pccx_flow.execute.plan import NodeCall, plan_graph
 from pccx_flow.execute.runtime import StepContext, WeightsRef
@@ -142,6 +142,7 @@ def execute_step(
     commit: bool = True,
     calls: dict[str, NodeCall] | None = None,
     kernels: str = "default",
+    fuse: bool = False,
 ) -> StepOutputs:
     """Like `execute` but returns every node's outputs and the KV rows as well."""
     calls, ctx, externals = prepare(graph, state, calls)
@@ -149,7 +150,8 @@ def execute_step(
     if client is not None or (isinstance(scheduler, str) and "://" in scheduler):
         # A long-lived cluster may still know keys of an earlier run of the same position.
         tag += f"-{next(_RUN_COUNTER):08x}"
-    step = build_dask_graph(
+    build = build_fused_dask_graph if fuse else build_dask_graph
+    step = build(
         graph,
         calls,
         kernels=kernels,
@@ -159,9 +161,15 @@ def execute_step(
         step_tag=tag,
         schedule=schedule,
     )
-    nodes = list(calls)
-    values = run_dask_step(step, step.keys_for(nodes), client=client, scheduler=scheduler)
-    results = dict(zip(nodes, values, strict=True))
+    if fuse:
+        keys = list(step.dsk)
+        results = {}
+        for group in run_dask_step(step, keys, client=client, scheduler=scheduler):
+            results.update(group)
+    else:
+        nodes = list(calls)
+        values = run_dask_step(step, step.keys_for(nodes), client=client, scheduler=scheduler)
+        results = dict(zip(nodes, values, strict=True))
     return _finish(state, calls, results, commit)
 
 
@@ -174,6 +182,7 @@ def execute(
     client: Any = None,
     scheduler: Any = None,
     commit: bool = True,
+    fuse: bool = False,
 ) -> np.ndarray:
     """Run one decode step of `graph` with Dask and return its logits (float32 ``[vocab]``).
 
@@ -183,7 +192,8 @@ def execute(
     from its path themselves. With a `schedule`, tasks carry its lanes and its order as
     priorities. After the step the new K/V rows are committed into `state` and its position
     advances by one (unless ``commit=False``). A failing kernel raises `ExecutionError`
-    naming the node.
+    naming the node. ``fuse=True`` folds light single-consumer nodes into their consumer's
+    task (`pccx_flow.execute.fuse`): fewer, larger tasks, the same kernels and numbers.
     """
     return execute_step(
         graph,
@@ -193,6 +203,7 @@ def execute(
         client=client,
         scheduler=scheduler,
         commit=commit,
+        fuse=fuse,
     ).logits
 
 

@@ -118,3 +118,27 @@ def run_node(
                 f"{tuple(np.shape(out))}, the node declares {shape}"
             )
     return outputs
+
+
+def run_group(
+    calls: tuple[NodeCall, ...],
+    kernels: str,
+    ctx: StepContext,
+    weights: WeightsRef,
+    externals: dict,
+    *group_results: dict,
+) -> dict[str, tuple]:
+    """Run a fused group's nodes in order; returns every member's outputs by node id.
+
+    `group_results` are the outputs of the groups this one depends on (dicts node -> outputs).
+    Each member still goes through `run_node`, so errors name the member node.
+    """
+    available: dict[str, tuple] = {}
+    for res in group_results:
+        available.update(res)
+    local: dict[str, tuple] = {}
+    for call in calls:
+        produced = [available[p] for p in call.producers]
+        out = run_node(call, kernels, ctx, weights, externals.get(call.node), *produced)
+        available[call.node] = local[call.node] = out
+    return local

@@ -103,28 +103,50 @@ def test_schedule_priorities_and_plain_loop_compute_the_same(tiny_ckpt, graphs, 
         np.testing.assert_array_equal(sched[p], loop[p])
 
 
+def _advance_to(tiny_ckpt, graphs, semantics, position):
+    """A state at `position`, having decoded TOKENS[:position] on the threaded scheduler."""
+    state = new_decode_state(tiny_ckpt.config, semantics, token_id=TOKENS[0])
+    for p in range(position):
+        state.token_id = TOKENS[p]
+        execute(graphs[semantics, p], tiny_ckpt, state)
+    state.token_id = TOKENS[position]
+    return state
+
+
 def test_distributed_in_process_cluster_with_schedule(
     tiny_ckpt, graphs, reference_logits, local_client
 ):
-    n = 2
-    for semantics in ("pccx", "gemma3n"):
-        got, _ = _decode(
-            tiny_ckpt,
-            graphs,
-            semantics,
-            n,
-            lambda g, st: execute(
-                g, tiny_ckpt, st, client=local_client, schedule=_schedule(g, "heft")
-            ),
-        )
-        for p in range(n):
-            _assert_close(got[p], reference_logits[semantics][p], f"distributed {semantics} {p}")
+    """One task per node, lanes and priorities from a HEFT schedule, at a position with past KV."""
+    p = 1
+    state = _advance_to(tiny_ckpt, graphs, "pccx", p)
+    g = graphs["pccx", p]
+    got = execute(g, tiny_ckpt, state, client=local_client, schedule=_schedule(g, "heft"))
+    _assert_close(got, reference_logits["pccx"][p], f"distributed position {p}")
+
+
+def test_fused_tasks_compute_the_same_numbers(tiny_ckpt, graphs, reference_logits, local_client):
+    p = 2
+    g = graphs["gemma3n", p]
+    unfused = execute_step(g, tiny_ckpt, _advance_to(tiny_ckpt, graphs, "gemma3n", p))
+    for kw in ({}, {"client": local_client, "schedule": _schedule(g)}):
+        state = _advance_to(tiny_ckpt, graphs, "gemma3n", p)
+        fused = execute_step(g, tiny_ckpt, state, fuse=True, **kw)
+        assert len(fused.node_outputs) == g.number_of_nodes()
+        np.testing.assert_array_equal(fused.logits, unfused.logits)
+        for layer, (k, v) in unfused.kv_rows.items():
+            np.testing.assert_array_equal(fused.kv_rows[layer][0], k)
+            np.testing.assert_array_equal(fused.kv_rows[layer][1], v)
+    _assert_close(unfused.logits, reference_logits["gemma3n"][p], f"fused position {p}")
 
 
 def test_worker_processes_and_a_killed_worker_leave_results_unchanged(
     tiny_ckpt, graphs, reference_logits
 ):
-    """Two worker processes load the weights themselves; one is killed between steps."""
+    """Two worker processes open the checkpoint themselves; one is killed after a step.
+
+    Fused tasks keep this test short; the killed worker's nanny restarts it while the next
+    step is submitted, and the scheduler recomputes whatever was lost.
+    """
     import os
     import signal
 
@@ -140,22 +162,16 @@ def test_worker_processes_and_a_killed_worker_leave_results_unchanged(
     )
     try:
         with Client(cluster, set_as_default=False) as client:
-            killed = []
-
-            def step(g, st):
-                out = execute(g, tiny_ckpt, st, client=client)
-                if not killed:
-                    pids = client.run(os.getpid)
-                    victim = sorted(pids.values())[0]
-                    os.kill(victim, signal.SIGKILL)  # the nanny restarts it
-                    killed.append(victim)
-                return out
-
-            got, _ = _decode(tiny_ckpt, graphs, "gemma3n", 3, step)
-            assert killed and killed[0] not in client.run(os.getpid).values()
+            state = new_decode_state(tiny_ckpt.config, "gemma3n", token_id=TOKENS[0])
+            got = [execute(graphs["gemma3n", 0], tiny_ckpt, state, client=client, fuse=True)]
+            victim = sorted(client.run(os.getpid).values())[0]
+            os.kill(victim, signal.SIGKILL)  # the nanny restarts it
+            state.token_id = TOKENS[1]
+            got.append(execute(graphs["gemma3n", 1], tiny_ckpt, state, client=client, fuse=True))
+            assert victim not in client.run(os.getpid).values()
     finally:
         cluster.close()
-    for p in range(3):
+    for p in range(2):
         _assert_close(got[p], reference_logits["gemma3n"][p], f"worker processes position {p}")
 
 
