@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+from tqdm import tqdm
+
 from pccx_flow.errors import InputError, RenderError
 
 DEFAULT_POSITION = 1023  # decode the 1,024th token: a 1K context, a typical chat turn
@@ -72,6 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", type=Path, metavar="OUT", help="write schedule + metrics as JSON")
     p.add_argument("--trace", type=Path, metavar="OUT.json", help="write Chrome trace JSON")
     p.add_argument("--gantt", type=Path, metavar="OUT.svg|png|html", help="draw a Gantt chart")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
 
 
@@ -136,7 +139,15 @@ def run(args: argparse.Namespace) -> int:
     )
     problem = problem_from_graph(graph, profile)
     t1 = time.perf_counter()
-    schedule = run_on_problem(policy, problem, label=args.policy, profile=profile.name)
+    show = sys.stderr.isatty() and not args.no_progress
+    with tqdm(
+        total=len(problem), desc=args.policy, unit="node", file=sys.stderr,
+        disable=not show, leave=False,
+    ) as bar:  # fmt: skip
+        schedule = run_on_problem(
+            policy, problem, label=args.policy, profile=profile.name,
+            on_place=(lambda _slot: bar.update()) if show else None,
+        )  # fmt: skip
     t2 = time.perf_counter()
     metrics = schedule_metrics(schedule, problem, profile)
     metrics["wall_seconds"] = {"build": t1 - t0, "schedule": t2 - t1}

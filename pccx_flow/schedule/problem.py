@@ -138,6 +138,32 @@ class SchedulingProblem:
                     )
             self.resources[n] = needed
 
+    @classmethod
+    def from_functions(
+        cls,
+        graph: nx.DiGraph,
+        lanes: Iterable[Lane],
+        cost: Callable[[Node, Lane], int | None],
+        *,
+        comm: CommFn | None = None,
+        resources: Callable[[Node], Iterable[str]] | None = None,
+        pools: Mapping[str, int] | None = None,
+        name: str = "",
+    ) -> SchedulingProblem:
+        """A problem from a ``cost(node, lane) -> int | None`` function (None: cannot run).
+
+        >>> g = nx.DiGraph([("a", "b")])
+        >>> lanes = [Lane("big", "cpu"), Lane("small", "cpu")]
+        >>> p = SchedulingProblem.from_functions(
+        ...     g, lanes, lambda n, lane: 2 if lane.name == "big" else (5 if n == "a" else None))
+        >>> p.lanes_for("a"), p.lanes_for("b")
+        (('big', 'small'), ('big',))
+        """
+        lanes = tuple(lanes)
+        costs = {n: {ln.name: cost(n, ln) for ln in lanes} for n in graph.nodes}
+        res = {n: tuple(resources(n)) for n in graph.nodes} if resources else None
+        return cls(graph, lanes, costs, comm=comm, resources=res, pools=pools, name=name)
+
     def _lane_pos(self, lane_name: str) -> int:
         return self._lane_index.get(lane_name, len(self.lanes))
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -35,7 +35,7 @@ from pccx_flow.schedule.policies.min_min import MinMin
 from pccx_flow.schedule.policies.program_order import ProgramOrder
 from pccx_flow.schedule.policies.random_order import RandomOrder
 from pccx_flow.schedule.problem import SchedulingProblem, problem_from_graph
-from pccx_flow.schedule.timeline import Timeline
+from pccx_flow.schedule.timeline import BusyIntervals, Timeline
 from pccx_flow.schedule.validate import validate_schedule
 
 ENTRY_POINT_GROUP = "pccx_flow.schedulers"
@@ -142,9 +142,16 @@ def make_policy(spec: str, *, seed: int = 0) -> Any:
 
 
 def _slots_from_mapping(result: Mapping, problem: SchedulingProblem, label: str) -> dict[Any, Slot]:
-    """Turn a policy's own ``{node: (lane, start)}`` answer into slots (pools assigned here)."""
+    """Turn a policy's own ``{node: (lane, start)}`` answer into slots.
+
+    Pool instances are handed out here, first free instance at the node's start; when every
+    instance is taken the node is given the first one and the validator reports the clash.
+    """
     slots = {}
-    free: dict[str, list[tuple[int, int, str]]] = {}
+    instances = {
+        pool: [(f"{pool}{i}", BusyIntervals()) for i in range(count)]
+        for pool, count in problem.pools.items()
+    }
     for node, placement in result.items():
         try:
             lane, start = placement
@@ -157,25 +164,30 @@ def _slots_from_mapping(result: Mapping, problem: SchedulingProblem, label: str)
             ) from exc
         held = []
         for pool in problem.resources.get(node, ()):
-            count = problem.pools[pool]
-            busy = free.setdefault(pool, [])
-            for i in range(count):
-                inst = f"{pool}{i}"
-                if all(not (s < start + cost and start < f) for s, f, x in busy if x == inst):
-                    busy.append((start, start + cost, inst))
-                    held.append(inst)
-                    break
-            else:
-                held.append(f"{pool}0")  # every instance busy: the validator will say so
+            free = [
+                (name, busy) for name, busy in instances[pool] if busy.fit(start, cost) == start
+            ]
+            name, busy = free[0] if free else instances[pool][0]
+            busy.add(start, start + cost)
+            held.append(name)
         slots[node] = Slot(node, lane, start, start + cost, tuple(held))
     return slots
 
 
 def run_on_problem(
-    policy: Any, problem: SchedulingProblem, *, label: str, profile: str
+    policy: Any,
+    problem: SchedulingProblem,
+    *,
+    label: str,
+    profile: str,
+    on_place: Callable[[Slot], None] | None = None,
 ) -> Schedule:
-    """Run one policy instance on `problem`; always returns a validated schedule."""
+    """Run one policy instance on `problem`; always returns a validated schedule.
+
+    `on_place` is called with each slot as the policy places it (a progress bar).
+    """
     timeline = Timeline(problem)
+    timeline.on_place = on_place
     try:
         result = policy.schedule(problem, timeline)
     except PccxFlowError as exc:

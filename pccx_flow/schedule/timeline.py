@@ -22,7 +22,7 @@ placing ~15k nodes takes well under a second.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 from pccx_flow.errors import ScheduleError
 from pccx_flow.schedule.model import Schedule, Slot
@@ -109,6 +109,7 @@ class Timeline:
         self._released: dict[Node, tuple[Node, ...]] = {}
         self._data_ready: dict[Node, int] = {}
         self._memo: dict | None = None
+        self.on_place: Callable[[Slot], None] | None = None  # e.g. a progress bar's update
 
     def remember_starts(self) -> None:
         """Reuse earliest starts between placements for nodes that look alike to the timeline.
@@ -254,6 +255,8 @@ class Timeline:
             if self._waiting[s] == 0:
                 released.append(s)
         self._released[node] = tuple(released)
+        if self.on_place is not None:
+            self.on_place(slot)
         return slot
 
     def lane_free_at(self, lane: str) -> int:

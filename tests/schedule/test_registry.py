@@ -5,9 +5,12 @@ from __future__ import annotations
 import sys
 import textwrap
 
+import networkx as nx
 import pytest
 
 from pccx_flow.errors import PolicyError
+from pccx_flow.schedule.model import Lane
+from pccx_flow.schedule.problem import SchedulingProblem
 from pccx_flow.schedule.registry import (
     BUILTIN_POLICIES,
     ENTRY_POINT_GROUP,
@@ -39,6 +42,11 @@ class SelfTimed:
             out[node] = ("p1", t)
             t += problem.cost(node, "p1")
         return out
+
+
+class AllAtZero:
+    def schedule(self, problem, timeline):
+        return {n: (problem.lanes_for(n)[i % 2], 0) for i, n in enumerate(problem.order)}
 
 
 class Raises:
@@ -112,6 +120,23 @@ def test_plugin_may_return_its_own_times(plugin_module, heft_problem):
     schedule = run_policy(heft_problem, policy=f"{plugin_module}:SelfTimed")
     validate_schedule(schedule, heft_problem)
     assert schedule.makespan == sum(c["p1"] for c in heft_problem.costs.values())
+
+
+@pytest.mark.parametrize("ports", [1, 2])
+def test_self_timed_plugin_gets_pool_instances_and_is_checked(plugin_module, ports):
+    g = nx.DiGraph()
+    g.add_nodes_from(["a", "b"])
+    lanes = [Lane("g0", "gemv"), Lane("g1", "gemv")]
+    costs = {n: {"g0": 4, "g1": 4} for n in "ab"}
+    problem = SchedulingProblem(
+        g, lanes, costs, resources={"a": ("port",), "b": ("port",)}, pools={"port": ports}
+    )
+    if ports == 2:
+        schedule = run_policy(problem, policy=f"{plugin_module}:AllAtZero")
+        assert sorted(s.resources for s in schedule.slots.values()) == [("port0",), ("port1",)]
+    else:
+        with pytest.raises(PolicyError, match="pool instance 'port0' runs 'a' .* and 'b'"):
+            run_policy(problem, policy=f"{plugin_module}:AllAtZero")
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,116 @@
+"""The generic scheduling problem and its bridge from a decode graph and a profile."""
+
+from __future__ import annotations
+
+import networkx as nx
+import pytest
+
+from pccx_flow.errors import GraphError, ProfileError
+from pccx_flow.hardware.cost import node_cycles, node_resources
+from pccx_flow.hardware.profile import load_profile
+from pccx_flow.schedule.model import Lane
+from pccx_flow.schedule.problem import SchedulingProblem, pool_instance_names, problem_from_graph
+
+LANES = [Lane("a0", "cpu"), Lane("a1", "cpu")]
+
+
+def test_costs_lanes_and_order():
+    g = nx.DiGraph()
+    g.add_nodes_from(["z", "y"])
+    g.add_edge("z", "y")
+    p = SchedulingProblem(g, LANES, {"z": {"a1": 3, "a0": 4}, "y": {"a0": 1, "a1": None}})
+    assert p.order == ("z", "y")
+    assert p.lanes_for("z") == ("a0", "a1")  # lane order, not the order costs were given
+    assert p.lanes_for("y") == ("a0",)
+    assert p.cost("y", "a1") is None and p.cost("z", "a1") == 3
+    assert p.mean_cost("z") == 3.5 and p.min_cost("z") == 3
+    assert p.preds["y"] == ("z",) and p.succs["z"] == ("y",)
+    assert p.comm("z", "y", "a0", "a1") == 0 and not p.has_comm
+
+
+def test_program_order_repairs_a_non_topological_insertion_order():
+    g = nx.DiGraph()
+    g.add_nodes_from(["b", "c", "a"])
+    g.add_edges_from([("a", "b"), ("a", "c")])
+    p = SchedulingProblem(g, LANES, {n: {"a0": 1} for n in "abc"})
+    assert p.order == ("a", "b", "c")
+
+
+def test_mean_comm_averages_over_different_lanes_only(heft_problem):
+    # The HEFT paper charges an edge's full cost in rank_u: same-lane pairs are not averaged.
+    assert heft_problem.mean_comm("n1", "n2") == 18
+    assert heft_problem.comm("n1", "n2", "p1", "p1") == 0
+
+
+def test_from_functions():
+    g = nx.DiGraph([("a", "b")])
+    p = SchedulingProblem.from_functions(
+        g,
+        LANES,
+        lambda n, lane: 2 if lane.name == "a0" else None,
+        resources=lambda n: ("port",) if n == "a" else (),
+        pools={"port": 1},
+    )
+    assert p.costs == {"a": {"a0": 2}, "b": {"a0": 2}}
+    assert p.resources == {"a": ("port",), "b": ()}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"costs": {"a": {"a0": 1}}}, GraphError, "node 'b' has no lane that can run it"),
+        ({"costs": {"a": {"a0": 1}, "b": {"a0": None}}}, GraphError, "'b' has no lane"),
+        ({"costs": {"a": {"zz": 1}, "b": {"a0": 1}}}, ProfileError, "unknown lane 'zz'"),
+        ({"costs": {"a": {"a0": -1}, "b": {"a0": 1}}}, GraphError, "is not an int >= 0"),
+        ({"costs": {"a": {"a0": 1.5}, "b": {"a0": 1}}}, GraphError, "is not an int >= 0"),
+        ({"resources": {"a": ("port",)}}, ProfileError, "needs pool 'port'"),
+        ({"lanes": [*LANES, Lane("a0", "x")]}, ProfileError, "lane name 'a0' appears twice"),
+    ],
+)
+def test_bad_problems_raise_typed_errors(kwargs, error, message):
+    g = nx.DiGraph([("a", "b")])
+    args = {"lanes": LANES, "costs": {"a": {"a0": 1}, "b": {"a0": 1}}} | kwargs
+    with pytest.raises(error, match=message):
+        SchedulingProblem(g, args.pop("lanes"), args.pop("costs"), **args)
+
+
+def test_a_cycle_is_a_graph_error():
+    g = nx.DiGraph([("a", "b"), ("b", "a")])
+    with pytest.raises(GraphError, match="cycle"):
+        SchedulingProblem(g, LANES, {"a": {"a0": 1}, "b": {"a0": 1}})
+
+
+def test_pool_instance_names():
+    assert pool_instance_names({"weight_port": 2, "l2": 1}) == {
+        "weight_port0": "weight_port",
+        "weight_port1": "weight_port",
+        "l20": "l2",
+    }
+    with pytest.raises(ProfileError, match="'a10' is produced by pools"):
+        pool_instance_names({"a1": 1, "a": 11})
+
+
+@pytest.mark.parametrize("profile_name", ["v002-spec", "v002-as-built"])
+def test_problem_from_graph_uses_the_cost_model(decode_graph, profile_name):
+    profile = load_profile(profile_name)
+    p = problem_from_graph(decode_graph, profile)
+    lanes_of = {}
+    for lane_id, cls in profile.lane_ids():
+        lanes_of.setdefault(cls, []).append(lane_id)
+    for n, attrs in decode_graph.nodes(data=True):
+        cycles = node_cycles(attrs, profile)
+        assert p.costs[n] == {lane: cycles for lane in lanes_of[attrs["lane_class"]]}
+        assert p.resources[n] == node_resources(attrs, profile)
+    assert p.pools == dict(profile.pools)
+    assert p.source is decode_graph and not p.has_comm
+
+
+def test_problem_from_graph_accepts_a_profile_name(decode_graph):
+    assert problem_from_graph(decode_graph, "v002-spec").pools == {"weight_port": 2}
+
+
+def test_problem_from_graph_without_a_lane_class():
+    g = nx.DiGraph()
+    g.add_node("x", op="GEMV", lane_class="npu", macs=1, weight_bytes=0)
+    with pytest.raises(ProfileError, match="needs a 'npu' lane but profile 'v002-spec' has none"):
+        problem_from_graph(g, load_profile("v002-spec"))
