@@ -68,6 +68,10 @@ class WeightsRef:
         return (_weights_from_path, (self.path,))
 
 
+# Kernel tables by name, resolved once per process (the task ships only the name).
+_TABLES: dict[str, dict] = {}
+
+
 def _one_line(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
     return " ".join(text.split())
@@ -87,9 +91,11 @@ def run_node(
     *produced: tuple,
 ) -> tuple:
     """Run one node: its kernel on its gathered inputs; returns its outputs as a tuple."""
-    from pccx_flow.execute.kernels import kernel_table
+    table = _TABLES.get(kernels)
+    if table is None:
+        from pccx_flow.execute.kernels import kernel_table
 
-    table = kernel_table(kernels)
+        table = _TABLES[kernels] = kernel_table(kernels)
     try:
         kernel = table[call.kernel]
     except KeyError:
