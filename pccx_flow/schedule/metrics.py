@@ -8,7 +8,7 @@ data (dicts of numbers and names) that the report, the JSON output and the bench
 - every lower bound (`pccx_flow.bounds` for a decode graph, the problem's own otherwise), the
   largest one, and the gap of the makespan to it;
 - the schedule length ratio: makespan over the min-cost critical path;
-- per-lane utilisation;
+- per-lane utilisation, and per pool the cycles with 0, 1, ... instances busy;
 - the schedule's own critical path, walked back from the last node to finish through whatever
   fixed each start (an input arriving, the lane or a pool instance freeing up), with the
   cycles spent waiting for lanes and pools rather than for data;
@@ -287,6 +287,32 @@ def ple_slack(schedule: Schedule, problem: SchedulingProblem, latest: dict | Non
     }
 
 
+def pool_occupancy(schedule: Schedule, problem: SchedulingProblem) -> dict[str, dict[int, int]]:
+    """Per pool, cycles of the makespan with 0, 1, ..., count instances busy.
+
+    When the largest bound is a pool's (the weight ports on pccx), the cycles with fewer than
+    all instances busy are exactly where the makespan loses to that bound.
+    """
+    out = {}
+    span = schedule.makespan
+    for pool, count in problem.pools.items():
+        events: list[tuple[int, int]] = []
+        for slot in schedule.slots.values():
+            held = sum(problem.pool_of_instance.get(i) == pool for i in slot.resources)
+            if held and slot.finish > slot.start:
+                events.append((slot.start, held))
+                events.append((slot.finish, -held))
+        events.sort()
+        cycles = dict.fromkeys(range(count + 1), 0)
+        busy = last = 0
+        for t, delta in events:
+            cycles[min(busy, count)] += t - last
+            busy, last = busy + delta, t
+        cycles[min(busy, count)] += span - last
+        out[pool] = cycles
+    return out
+
+
 # --- everything together ---------------------------------------------------------------------
 
 
@@ -324,6 +350,7 @@ def schedule_metrics(schedule: Schedule, problem: SchedulingProblem, profile: An
         "below_bounds": sorted(k for k, v in bounds.items() if span < v),
         "schedule_length_ratio": span / cp_min if cp_min else None,
         "utilisation": utilisation(schedule),
+        "pool_occupancy": pool_occupancy(schedule, problem),
     }
     core_hz = getattr(profile, "core_hz", None)
     if core_hz:

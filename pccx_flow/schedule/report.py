@@ -84,6 +84,13 @@ def format_summary(metrics: dict, context: dict | None = None, *, top_lanes: int
     lines.append("")
     util = sorted(metrics["utilisation"].items(), key=lambda kv: -kv[1])[:top_lanes]
     lines.append("busiest   " + "  ".join(f"{lane} {_pct(u)}" for lane, u in util))
+    for pool, cycles in (metrics.get("pool_occupancy") or {}).items():
+        if span and any(cycles.values()):
+            full = max(cycles)
+            lines.append(
+                f"{pool}: all {full} busy {_pct(cycles[full] / span)}, "
+                f"none busy {_pct(cycles[0] / span)} of the makespan"
+            )
     cp = metrics.get("critical_path") or {}
     if cp.get("nodes"):
         lane_part = ", ".join(list(cp["lanes"])[:3])

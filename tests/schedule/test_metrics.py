@@ -13,6 +13,7 @@ from pccx_flow.schedule.metrics import (
     laurel_overlap,
     min_cost_critical_path,
     ple_slack,
+    pool_occupancy,
     problem_bounds,
     schedule_critical_path,
     schedule_metrics,
@@ -200,3 +201,17 @@ def test_blocked_time_along_a_lane_queue_is_not_double_counted():
     assert cp["nodes"] == ["a", "b", "c"]
     assert [s["waited_cycles"] for s in cp["steps"]] == [0, 2, 4]
     assert cp["blocked_cycles"] == {"lane": 4}
+
+
+def test_pool_occupancy_by_hand():
+    # port has 2 instances: a [0,4) and b [2,6) overlap on [2,4); nothing after 6 until 8.
+    problem, schedule = make(
+        [],
+        "abc",
+        {"a": {"x": 4}, "b": {"y": 4}, "c": {"x": 2}},
+        [("x", "gemv"), ("y", "gemv")],
+        [Slot("a", "x", 0, 4, ("p0",)), Slot("b", "y", 2, 6, ("p1",)), Slot("c", "x", 6, 8)],
+        resources={"a": ("p",), "b": ("p",)},
+        pools={"p": 2},
+    )
+    assert pool_occupancy(schedule, problem) == {"p": {0: 2, 1: 4, 2: 2}}
