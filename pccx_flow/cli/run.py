@@ -26,7 +26,7 @@ EPILOG = """examples:
   pccx-flow run --synthetic tiny --semantics gemma3n --prompt-ids 2,105,7 --temperature 0.8 --seed 3
   pccx-flow run --weights /work/ckpt/e4b-seed0 --steps 2 --policy critical-path
   pccx-flow run --synthetic tiny --scheduler tcp://127.0.0.1:8786     # an existing cluster
-  pccx-flow run --synthetic tiny --dashboard                            # local cluster + dashboard
+  pccx-flow run --synthetic tiny --dashboard --fuse                     # local cluster + dashboard
 
 Times printed are CPU wall times of executing the graph on this machine, not NPU estimates.
 --check exits with status 1 when a step's logits differ from the reference by more than
@@ -61,6 +61,11 @@ def register(subparsers) -> None:
     p.add_argument("--scheduler", metavar="ADDR", help="run on a distributed scheduler")
     p.add_argument("--check", action="store_true", help="compare every step to the reference")
     p.add_argument("--dashboard", action="store_true", help="local cluster with a dashboard")
+    p.add_argument(
+        "--fuse",
+        action="store_true",
+        help="fold light single-consumer nodes into their consumer's task (fewer tasks)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -117,12 +122,13 @@ def _dashboard_client(enabled: bool):
     import dask
     from distributed import Client, LocalCluster
 
+    # In-process workers talk over the inproc transport (no socket); the only listening
+    # servers are the dashboards, bound to 127.0.0.1 on free ports.
     with dask.config.set({"distributed.dashboard.link": "http://127.0.0.1:{port}/status"}):
         cluster = LocalCluster(
             processes=False,
             n_workers=1,
             threads_per_worker=2,
-            host="127.0.0.1",
             dashboard_address="127.0.0.1:0",
             worker_dashboard_address="127.0.0.1:0",
         )
@@ -181,6 +187,7 @@ def run(args) -> int:
             client=client,
             scheduler=args.scheduler,
             progress=_tty(args),
+            fuse=args.fuse,
             on_step=checker,
         )
     print(f"prompt ids: {','.join(map(str, prompt))}")

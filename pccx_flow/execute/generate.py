@@ -116,6 +116,7 @@ def generate(
     client: Any = None,
     scheduler: Any = None,
     progress: bool = False,
+    fuse: bool = False,
     graph_for_position: Callable[[int], tuple] | None = None,
     on_step: Callable[[int, int, np.ndarray, float], None] | None = None,
 ) -> ExecutedGeneration:
@@ -123,7 +124,8 @@ def generate(
 
     `weights` is an opened checkpoint. With `policy`, each step's tasks carry that policy's
     schedule (lanes and priorities) on `profile`. ``on_step(position, token_id, logits,
-    seconds)`` is called after every decode step with the token that step read.
+    seconds)`` is called after every decode step with the token that step read. ``fuse``
+    is passed to `execute` (fewer, larger tasks; same numbers).
     """
     semantics = check_semantics(semantics)
     cfg = weights.config
@@ -145,7 +147,7 @@ def generate(
             token_in = state.token_id
             t0 = time.perf_counter()
             logits = execute(
-                graph, ref, state, schedule=schedule, client=client, scheduler=scheduler
+                graph, ref, state, schedule=schedule, client=client, scheduler=scheduler, fuse=fuse
             )
             seconds = time.perf_counter() - t0
             result.logits.append(logits)

@@ -1,0 +1,56 @@
+"""`pccx-flow run`: tokens, per-step CPU times, --check exit codes and one-line errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from pccx_flow.cli import run as run_cli
+from pccx_flow.cli.main import main
+from pccx_flow.reference.generate import generate as reference_generate
+
+
+def _generated(out: str) -> list[int]:
+    line = next(x for x in out.splitlines() if x.startswith("generated ids:"))
+    return [int(t) for t in line.split(":")[1].strip().split(",")]
+
+
+def test_synthetic_run_with_check_prints_reference_tokens(tiny_ckpt, capsys):
+    rc = main(["run", "--synthetic", "tiny", "--prompt-ids", "2,105", "--steps", "2",
+               "--check", "--no-progress"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 0
+    # The CLI's synthetic checkpoint (seed 0) is the session's tiny checkpoint.
+    assert _generated(out) == reference_generate(tiny_ckpt, [2, 105], 2).tokens
+    assert "not an NPU estimate" in out and "OK" in out
+    assert out.count(" same") == 3  # three decode steps, each with the same argmax
+
+
+def test_check_failure_exits_one(tiny_ckpt_dir, capsys, monkeypatch):
+    monkeypatch.setattr(run_cli, "CHECK_TOLERANCE", -1.0)  # every difference is too large
+    rc = main(["run", "--weights", str(tiny_ckpt_dir), "--steps", "1", "--check",
+               "--no-progress", "--fuse", "--policy", "critical-path"])  # fmt: skip
+    assert rc == 1
+    assert "FAILED" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--weights", "/nonexistent/ckpt"], "is not a directory"),
+        (["--prompt-ids", "2,x"], "not a comma-separated list"),
+        (["--prompt-ids", "600"], "token id 600 out of range"),
+        (["--steps", "64", "--prompt-ids", "1,2"], "KV cache holds 64"),
+        (["--scheduler", "localhost:8786"], "is not an address"),
+        (["--temperature", "-1"], "--temperature must be >= 0"),
+        (["--semantics", "pccx", "--policy", "no-such-policy"], "unknown policy"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_two(tiny_ckpt_dir, capsys, args, message):
+    base = ["run", "--no-progress", "--steps", "1"]
+    if "--weights" not in args:
+        base += ["--weights", str(tiny_ckpt_dir)]
+    rc = main(base + args)
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
