@@ -127,6 +127,14 @@ class SchedulingProblem:
                 raise GraphError(f"node {n!r} has no lane that can run it; give it a cost")
             self.costs[n] = clean
 
+        # Nodes with equal cost rows share one key (tiles of one matrix, say), so the
+        # timeline can recognise look-alike nodes with one dict lookup.
+        interned: dict[tuple, tuple] = {}
+        self.cost_key: dict[Node, tuple] = {}
+        for n in self.order:
+            row = tuple(self.costs[n].items())
+            self.cost_key[n] = interned.setdefault(row, row)
+
         self.resources: dict[Node, tuple[str, ...]] = {}
         for n in self.order:
             needed = tuple(dict.fromkeys((resources or {}).get(n, ())))

@@ -213,6 +213,14 @@ class Timeline:
         self, node: Node, insertion: bool = False, by: str = "finish", not_before: int = 0
     ) -> tuple[str, int]:
         """(lane, start) minimising the earliest start or finish; ties go to the first lane."""
+        memo = self._memo
+        if memo is not None:
+            problem = self.problem
+            t = max(self.data_ready(node, ""), not_before)
+            memo_key = (t, problem.cost_key[node], problem.resources[node], insertion, by)
+            hit = memo.get(memo_key)
+            if hit is not None:
+                return hit
         best_lane, best_start, best_key = "", 0, None
         costs = self.problem.costs[node]
         for lane, d in costs.items():
@@ -220,6 +228,8 @@ class Timeline:
             key = s + d if by == "finish" else s
             if best_key is None or key < best_key:
                 best_lane, best_start, best_key = lane, s, key
+        if memo is not None:
+            memo[memo_key] = (best_lane, best_start)
         return best_lane, best_start
 
     # --- placing --------------------------------------------------------------------------
