@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pccx_flow.cli.graph import DEFAULT_POSITION, add_build_args, build_from_args
+from pccx_flow.cli.graph import DEFAULT_POSITION, add_build_args, build_from_args, phase_bar
 
 EPILOG = f"""examples:
   pccx-flow check                              # E4B, pccx semantics, position {DEFAULT_POSITION}
@@ -44,6 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="check a graph file (.json or .graphml) instead of building one",
     )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
 
 
@@ -68,15 +69,24 @@ def run(args: argparse.Namespace) -> int:
     from pccx_flow.hardware.profile import load_profile
 
     profile = load_profile(args.profile)
-    if args.graph is not None:
-        from pccx_flow.graph.export import read_graph
+    with phase_bar(3, args.no_progress) as bar:
+        if args.graph is not None:
+            from pccx_flow.graph.export import read_graph
 
-        graph = read_graph(args.graph)
-        what = str(args.graph)
-    else:
-        graph = build_from_args(args)
-        what = "built graph"
-    check_graph(graph)
+            bar.set_description(f"reading {args.graph}")
+            graph = read_graph(args.graph)
+            what = str(args.graph)
+        else:
+            bar.set_description("building the graph")
+            graph = build_from_args(args)
+            what = "built graph"
+        bar.update()
+        bar.set_description("checking invariants")
+        check_graph(graph)
+        bar.update()
+        bar.set_description("computing lower bounds")
+        bounds = lower_bounds(graph, profile)
+        bar.update()
     g = graph.graph
     a, b = g.get("layers", [0, None])
     print(
@@ -85,5 +95,5 @@ def run(args: argparse.Namespace) -> int:
     )
     print(count_table(graph))
     print()
-    print(format_bounds(lower_bounds(graph, profile), profile))
+    print(format_bounds(bounds, profile))
     return 0

@@ -112,6 +112,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="annotate model-estimate cycles from this hardware profile (e.g. v002-spec)",
     )
     add_build_args(ex)
+    ex.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     ex.set_defaults(func=run_export)
     kn = sub.add_parser(
         "kernels",
@@ -130,6 +131,19 @@ def _usage(parser: argparse.ArgumentParser) -> int:
     return 2
 
 
+def phase_bar(total: int, disabled: bool):
+    """A progress bar over a few named phases, on stderr, only on a terminal."""
+    from tqdm import tqdm
+
+    return tqdm(
+        total=total,
+        file=sys.stderr,
+        disable=disabled or not sys.stderr.isatty(),
+        bar_format="{desc}: {n}/{total} phases |{bar}| {elapsed}",
+        leave=False,
+    )
+
+
 def run_export(args: argparse.Namespace) -> int:
     from pccx_flow.graph.export import graph_format, write_graph
 
@@ -139,8 +153,13 @@ def run_export(args: argparse.Namespace) -> int:
         from pccx_flow.hardware.profile import load_profile
 
         profile = load_profile(args.profile)
-    graph = build_from_args(args, profile)
-    write_graph(graph, args.output, fmt)
+    with phase_bar(2, args.no_progress) as bar:
+        bar.set_description("building the graph")
+        graph = build_from_args(args, profile)
+        bar.update()
+        bar.set_description(f"writing {fmt}")
+        write_graph(graph, args.output, fmt)
+        bar.update()
     print(
         f"wrote {args.output} ({fmt}): {graph.number_of_nodes()} nodes, "
         f"{graph.number_of_edges()} edges, {graph.graph['config']} {graph.graph['semantics']} "
