@@ -56,7 +56,8 @@ KERNELS: dict[str, str] = {
 inputs: the x parts (operand 0 = concat, length c1-c0), then, when flags.accm == 1, one
   more operand acc [r1-r0] float32 (the partial sum of the previous input chunk).
 weight: {"key", "rows": [r0, r1], "cols"?: [c0, c1]}; params: {"layout": "out_in"|"in_out",
-  "operands": [...]}; W as in the module docstring (INT4 dequantised, float32 as stored).
+  "operands": [...]}; W as in the module docstring (INT4 dequantised, float32 as stored;
+  flags.w_scale = 1 marks INT4 tiles, whose per-row scales stream with the nibbles).
 output: y [r1-r0] float32 = W @ x (+ acc).""",
     "attn_scores": """Q·Kᵀ for one query head and a run of keys (GEMV, flags.findemax = 1).
 inputs: q [head_dim]; then k_past [n_past, kv_dim] (only when params.has_past); then
