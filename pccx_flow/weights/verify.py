@@ -3,7 +3,8 @@
 Every tensor the config needs is opened exactly as `Checkpoint` opens it (header, dtype,
 shape in either storage form, truncation, pickles refused), float32 data and INT4 scales are
 scanned for NaN/inf, and files that belong to no tensor are listed. The K/V weights of
-KV-sharing layers are never read by a decode step, so their absence is not a problem.
+KV-sharing layers (and their gamma_k) are never read by a decode step, so their absence is
+not a problem (`checkpoint.is_optional`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pccx_flow.model.config import Gemma3nConfig
 from pccx_flow.model.tensors import tensor_manifest
 from pccx_flow.weights.checkpoint import (
     MANIFEST_NAME,
+    is_optional,
     open_tensor,
     read_manifest,
     resolve_config,
@@ -71,7 +73,7 @@ def inspect_checkpoint(path: Path | str, config: Gemma3nConfig | None = None) ->
         try:
             opened = open_tensor(directory, spec)
         except MissingTensorError as exc:
-            if spec.used or data_file.exists():
+            if not is_optional(config, spec) or data_file.exists():
                 report.problems.append(str(exc))
             continue
         except TensorFormatError as exc:

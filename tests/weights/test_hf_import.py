@@ -18,6 +18,7 @@ from pccx_flow.errors import ConfigError, MissingTensorError, TensorFormatError,
 from pccx_flow.model.tensors import tensor_manifest
 from pccx_flow.weights.checkpoint import open_checkpoint
 from pccx_flow.weights.hf_import import config_from_hf, import_safetensors
+from pccx_flow.weights.verify import verify_checkpoint
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 
@@ -217,14 +218,27 @@ def test_config_json_with_other_sizes_gives_custom_config(tiny_config):
 
 
 def test_unused_kv_weights_are_optional(tmp_path, hf_weights, tiny_config):
-    drop = {"layers.7.self_attn.k_proj.weight", "layers.7.self_attn.v_proj.weight"}
+    """As transformers 5 saves KV-sharing layers: no k_proj, v_proj or k_norm."""
+    drop = {
+        f"layers.{i}.self_attn.{name}.weight"
+        for i in range(5, 10)
+        for name in ("k_proj", "v_proj", "k_norm")
+    }
     paths = write_shards(tmp_path / "hf", hf_weights, drop=drop)
-    out = import_safetensors(paths, tmp_path / "out", config=tiny_config, progress=False)
-    assert (
-        "layers.7.self_attn.k_proj.weight"
-        not in json.loads((out / "manifest.json").read_text())["tensors"]
-    )
-    assert open_checkpoint(out).tensor("layers.7.self_attn.q_proj.weight").shape == (64, 64)
+    out = import_safetensors(paths, tmp_path / "out", progress=False)  # config from shapes
+    written = json.loads((out / "manifest.json").read_text())["tensors"]
+    assert not drop & set(written)
+    assert len(written) == len(tensor_manifest(tiny_config)) - len(drop)
+    ck = open_checkpoint(out)
+    assert ck.config == tiny_config
+    assert ck.tensor("layers.7.self_attn.q_proj.weight").shape == (64, 64)
+    assert verify_checkpoint(out) == []
+    with pytest.raises(MissingTensorError, match="k_norm"):
+        ck.tensor("layers.7.self_attn.k_norm.weight")
+    # a KV-owning layer's k_norm is still required
+    paths = write_shards(tmp_path / "hf2", hf_weights, drop={"layers.4.self_attn.k_norm.weight"})
+    with pytest.raises(MissingTensorError, match=r"layers\.4\.self_attn\.k_norm"):
+        import_safetensors(paths, tmp_path / "out2", config=tiny_config, progress=False)
 
 
 def test_missing_tensor_named(tmp_path, hf_weights, tiny_config):
