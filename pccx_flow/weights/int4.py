@@ -76,15 +76,18 @@ def unpack_int4(packed: np.ndarray) -> np.ndarray:
 def quantize_rows(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Symmetric per-row INT4: scale = max|w| / 7, q = clip(rint(w / scale), -8, 7).
 
-    All-zero rows get scale 1.0 so that dequantisation never divides by or multiplies with 0
-    in a way that hides a bug. Returns ``(packed uint8 [rows, cols/2], scale float32 [rows])``.
+    All-zero rows (and rows whose max/7 underflows to 0) get scale 1.0, so quantisation never
+    divides by zero; such rows quantise to 0.
+    Returns ``(packed uint8 [rows, cols/2], scale float32 [rows])``.
     """
     w = np.asarray(w, dtype=np.float32)
     if w.ndim != 2:
         raise TensorFormatError(f"quantize_rows: need a 2-D matrix, got shape {w.shape}")
+    if not np.isfinite(w).all():
+        raise TensorFormatError("quantize_rows: the matrix holds NaN or infinite values")
     absmax = np.max(np.abs(w), axis=1) if w.shape[1] else np.zeros(w.shape[0], np.float32)
     scale = (absmax / np.float32(INT4_MAX)).astype(np.float32)
-    scale[absmax == 0] = 1.0
+    scale[scale == 0] = 1.0  # all-zero rows, and rows so tiny that max/7 underflows
     q = np.clip(np.rint(w / scale[:, None]), INT4_MIN, INT4_MAX).astype(np.int8)
     return pack_int4(q), scale
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 
 from pccx_flow.errors import TensorFormatError
 from pccx_flow.weights.int4 import dequantize_rows, pack_int4, quantize_rows, unpack_int4
@@ -70,3 +73,27 @@ def test_dequantise_is_unpack_times_row_scale():
     packed = np.array([[0x8F, 0x70]], dtype=np.uint8)
     out = dequantize_rows(packed, np.array([0.5], dtype=np.float32))
     np.testing.assert_array_equal(out, [[-0.5, -4.0, 0.0, 3.5]])
+
+
+BIG = float(np.float32(1e38))  # 7 * (max/7) must stay below float32's max
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    arrays(
+        np.float32,
+        st.tuples(st.integers(1, 6), st.integers(1, 12).map(lambda n: 2 * n)),
+        elements=st.floats(-BIG, BIG, allow_nan=False, width=32),
+    )
+)
+def test_quantise_bound_holds_for_any_finite_matrix(w):
+    packed, scale = quantize_rows(w)
+    assert np.isfinite(scale).all() and (scale > 0).all()
+    back = dequantize_rows(packed, scale)
+    err = np.abs(back.astype(np.float64) - w.astype(np.float64))
+    assert (err <= scale[:, None].astype(np.float64) / 2 * (1 + 1e-5) + 1e-44).all()
+
+
+def test_quantise_refuses_non_finite():
+    with pytest.raises(TensorFormatError, match="NaN"):
+        quantize_rows(np.array([[1.0, np.nan]], dtype=np.float32))
