@@ -109,6 +109,8 @@ class Timeline:
         self._released: dict[Node, tuple[Node, ...]] = {}
         self._data_ready: dict[Node, int] = {}
         self._memo: dict | None = None
+        self._no_comm = not problem.has_comm
+        self._hint: tuple | None = None
         self.on_place: Callable[[Slot], None] | None = None  # e.g. a progress bar's update
 
     def remember_starts(self) -> None:
@@ -145,11 +147,11 @@ class Timeline:
 
     def data_ready(self, node: Node, lane: str) -> int:
         """Earliest time every input of `node` is available on `lane`."""
-        problem = self.problem
-        if not problem.has_comm:
+        if self._no_comm:
             cached = self._data_ready.get(node)
             if cached is not None:
                 return cached
+        problem = self.problem
         t = 0
         slots = self.slots
         for p in problem.preds[node]:
@@ -158,16 +160,22 @@ class Timeline:
                 raise ScheduleError(
                     f"node {node!r} asked for a start before its predecessor {p!r} was placed"
                 )
-            f = slot.finish + (problem.comm(p, node, slot.lane, lane) if problem.has_comm else 0)
+            f = (
+                slot.finish
+                if self._no_comm
+                else slot.finish + problem.comm(p, node, slot.lane, lane)
+            )
             if f > t:
                 t = f
-        if not problem.has_comm:
+        if self._no_comm:
             self._data_ready[node] = t
         return t
 
     def _fit(self, node: Node, lane: str, t: int, d: int, insertion: bool) -> int:
         lane_busy = self._lanes[lane]
         pools = self.problem.resources[node]
+        if not pools:
+            return lane_busy.fit(t, d, insertion)
         while True:
             t2 = lane_busy.fit(t, d, insertion)
             for pool in pools:
@@ -213,23 +221,34 @@ class Timeline:
         self, node: Node, insertion: bool = False, by: str = "finish", not_before: int = 0
     ) -> tuple[str, int]:
         """(lane, start) minimising the earliest start or finish; ties go to the first lane."""
+        if not self._no_comm:
+            best_lane, best_start, best_key = "", 0, None
+            for lane, d in self.problem.costs[node].items():
+                s = self.earliest_start(node, lane, insertion, not_before)
+                key = s + d if by == "finish" else s
+                if best_key is None or key < best_key:
+                    best_lane, best_start, best_key = lane, s, key
+            return best_lane, best_start
+        problem = self.problem
+        t = self.data_ready(node, "")
+        if not_before > t:
+            t = not_before
         memo = self._memo
         if memo is not None:
-            problem = self.problem
-            t = max(self.data_ready(node, ""), not_before)
             memo_key = (t, problem.cost_key[node], problem.resources[node], insertion, by)
             hit = memo.get(memo_key)
             if hit is not None:
                 return hit
         best_lane, best_start, best_key = "", 0, None
-        costs = self.problem.costs[node]
-        for lane, d in costs.items():
-            s = self.earliest_start(node, lane, insertion, not_before)
+        fit = self._fit
+        for lane, d in problem.costs[node].items():
+            s = fit(node, lane, t, d, insertion)
             key = s + d if by == "finish" else s
             if best_key is None or key < best_key:
                 best_lane, best_start, best_key = lane, s, key
         if memo is not None:
             memo[memo_key] = (best_lane, best_start)
+        self._hint = (node, best_lane, insertion, not_before, best_start, len(self.slots))
         return best_lane, best_start
 
     # --- placing --------------------------------------------------------------------------
@@ -242,7 +261,15 @@ class Timeline:
             if node not in self._waiting:
                 raise ScheduleError(f"node {node!r} is not part of the problem")
             raise ScheduleError(f"node {node!r} was placed before all its predecessors")
-        start = self.earliest_start(node, lane, insertion, not_before)
+        hint = self._hint
+        if (
+            hint is not None
+            and hint[:4] == (node, lane, insertion, not_before)
+            and hint[5] == len(self.slots)
+        ):
+            start = hint[4]  # best_lane just computed it and nothing was placed since
+        else:
+            start = self.earliest_start(node, lane, insertion, not_before)
         if self._memo:
             self._memo.clear()
         d = self.problem.costs[node][lane]
