@@ -115,6 +115,8 @@ def test_missing_dot_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
         (["--semantics", "hf"], "unknown semantics 'hf'"),
         (["--profile", "v003"], "unknown hardware profile 'v003'"),
         (["--policy", "no-such-policy"], "no-such-policy"),
+        (["--max-nodes", "0"], "--max-nodes 0: give a positive number"),
+        (["--timeout", "-1"], "--timeout -1.0: give a positive number"),
     ],
 )
 def test_bad_options_are_one_line_errors(tmp_path, capsys, args, message):
@@ -125,6 +127,15 @@ def test_bad_options_are_one_line_errors(tmp_path, capsys, args, message):
     assert err.startswith("pccx-flow: error: ") and err.count("\n") == 1
     assert message in err
     assert "Traceback" not in err
+
+
+def test_pictures_too_big_to_lay_out_are_refused_but_dot_source_is_written(tmp_path, capsys):
+    argv = ["render", "--preset", "tiny", "--layer", "0", "--collapse", "none"]
+    assert main(argv + ["--max-nodes", "50", "-o", str(tmp_path / "x.svg")]) == 2
+    err = capsys.readouterr().err
+    assert "at collapse level none is more than Graphviz lays out" in err
+    assert "--max-nodes 50" in err and not (tmp_path / "x.svg").exists()
+    assert main(argv + ["--max-nodes", "50", "-o", str(tmp_path / "x.dot")]) == 0
 
 
 def test_bad_output_names_are_refused_before_any_work(tmp_path, capsys):
