@@ -41,7 +41,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.svg|png|pdf|dot")
+    p.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        required=True,
+        metavar="OUT.svg|png|pdf|dot",
+        help="picture to write; the suffix picks the format",
+    )
     p.add_argument("--preset", default="e4b", help="model preset: e4b or tiny (default: e4b)")
     which = p.add_mutually_exclusive_group()
     which.add_argument(

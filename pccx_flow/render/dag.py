@@ -361,6 +361,7 @@ def _scope_anchors(folded: nx.DiGraph, hidden: set) -> list[tuple[str, str]]:
     for node, attrs in folded.nodes(data=True):
         by_scope.setdefault(attrs["scope"], []).append(node)
     order = sorted(by_scope, key=scope_sort_key)
+    drawn_in = {v for u, v in folded.edges if (u, v) not in hidden}
     anchors = []
     for before, after in zip(order, order[1:], strict=False):
         sinks = [
@@ -368,7 +369,6 @@ def _scope_anchors(folded: nx.DiGraph, hidden: set) -> list[tuple[str, str]]:
             for n in by_scope[before]
             if not any(folded.nodes[v]["scope"] == before for v in folded.successors(n))
         ]
-        drawn_in = {v for u, v in folded.edges if (u, v) not in hidden}
         sources = [n for n in by_scope[after] if n not in drawn_in]
         anchors += [(u, v) for u in sinks[:4] for v in sources]
     return anchors
