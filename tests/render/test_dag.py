@@ -1,3 +1,4 @@
+import re
 import shutil
 import xml.etree.ElementTree as ET
 
@@ -194,3 +195,39 @@ def test_layer_view_keeps_only_the_asked_layers():
     assert {g.nodes[n]["layer"] for n in layer_view(g, (0, 1))} == {0}
     with pytest.raises(RenderError, match="no nodes in layers 5..5"):
         layer_view(g, (5, 6))
+
+
+def test_edges_into_many_layers_are_not_drawn_and_the_label_says_so():
+    g = make_toy_graph(5)  # pre.ple_pre.proj feeds the PLE mix of all 5 layers
+    picture = build_dag_picture(g, level="none", critical_path=[])
+    assert '"pre.ple_pre.proj" -> "L00.ple_mix.add"' not in picture.source
+    assert "feeds 5 layers (edges not drawn)" in picture.source
+    assert picture.edges == g.number_of_edges() - 5
+    # Up to SCOPE_FANOUT_LIMIT layers the edges stay.
+    small = build_dag_picture(make_toy_graph(3), level="none", critical_path=[])
+    assert '"pre.ple_pre.proj" -> "L00.ple_mix.add"' in small.source
+
+
+def _cluster_y_range(svg_path, name):
+    root = ET.parse(svg_path).getroot()
+    for g in root.iter(f"{SVG}g"):
+        title = g.find(f"{SVG}title")
+        if g.get("class") == "cluster" and title is not None and title.text == name:
+            shape = g.find(f"{SVG}path")
+            if shape is None:
+                shape = g.find(f"{SVG}polygon")
+            text = shape.get("d") or shape.get("points")
+            numbers = [float(v) for v in re.findall(r"-?\d+(?:\.\d+)?", text)]
+            ys = numbers[1::2]
+            return min(ys), max(ys)
+    raise AssertionError(f"no cluster {name}")
+
+
+@needs_dot
+@pytest.mark.parametrize("level", ["none", "blocks"])
+def test_layer_clusters_are_stacked_top_to_bottom(tmp_path, level):
+    """Each layer sits wholly below the one before it (no two layers share a rank)."""
+    out = write_dag(build_dag_picture(make_toy_graph(4), level=level), tmp_path / "g.svg")
+    ranges = [_cluster_y_range(out, f"cluster_L{i:02d}") for i in range(4)]
+    for (_, bottom), (top, _) in zip(ranges, ranges[1:], strict=False):
+        assert bottom < top

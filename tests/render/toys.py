@@ -55,6 +55,9 @@ LAYER_EDGES = [
     (("altup_corr", "corr"), ("ple_mix", "gate")),
     (("ple_mix", "gate"), ("ple_mix", "add")),
     (("const", "theta"), ("attn", "rope")),
+    # A source that feeds the layer's first node: without anchoring, dot ranks it beside
+    # the previous layer's last node and puts the two layer clusters side by side.
+    (("const", "theta"), ("altup_pred", "router")),
 ]
 CYCLES = {"GEMV": 400, "CVO": 60, "HOST": 30, "MEMSET": 2, "MEMCPY": 50}
 
