@@ -8,7 +8,16 @@ attention needs, does not wait for the shadow rows' arithmetic.
 from __future__ import annotations
 
 from pccx_flow.graph.emit import Vec
-from pccx_flow.graph.ops import Ctx, add_vec, gemv, host, mul_weight, rmsnorm
+from pccx_flow.graph.ops import (
+    SERIAL_MIN_TILES,
+    Ctx,
+    add_vec,
+    gemv,
+    gemv_tiles,
+    host,
+    mul_weight,
+    rmsnorm,
+)
 
 
 def lkey(layer: int, suffix: str) -> str:
@@ -23,19 +32,12 @@ def _modalities(ctx: Ctx, base: str, layer: int, block: str, x: Vec) -> dict:
         ctx, f"{base}.router_norm", layer, block, x,
         lkey(layer, "altup.router_norm.weight"), scale=1.0 / c.hidden,
     )  # fmt: skip
-    r = gemv(
-        ctx,
-        f"{base}.router",
-        layer,
-        block,
-        xn,
-        key=lkey(layer, "altup.modality_router.weight"),
-        rows=(0, c.altup_streams),
-        n_in=c.hidden,
-        storage="float32",
-        layout="in_out",
-    )
-    return host(ctx, f"{base}.tanh", layer, block, "tanh", [[r]], c.altup_streams)
+    r = gemv_tiles(
+        ctx, f"{base}.router", layer, block, xn,
+        key=lkey(layer, "altup.modality_router.weight"), n_out=c.altup_streams, n_in=c.hidden,
+        storage="float32", layout="in_out", min_tiles=SERIAL_MIN_TILES,
+    )  # fmt: skip
+    return host(ctx, f"{base}.tanh", layer, block, "tanh", [r], c.altup_streams)
 
 
 def altup_predict(ctx: Ctx, layer: int, xs: list[Vec]) -> list[dict]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pccx_flow.graph.blocks_altup import lkey
 from pccx_flow.graph.emit import Vec
-from pccx_flow.graph.ops import Ctx, add_vec, cvo_map, gemv_tiles, rmsnorm
+from pccx_flow.graph.ops import SERIAL_MIN_TILES, Ctx, add_vec, cvo_map, gemv_tiles, rmsnorm
 
 BLK = "ple_mix"
 
@@ -22,7 +22,7 @@ def ple_mix(ctx: Ctx, layer: int, rows: list[dict], ple_in: dict, pli: dict) -> 
     gate = gemv_tiles(
         ctx, f"{base}.gate", layer, BLK, [ple_in],
         key=lkey(layer, "per_layer_input_gate.weight"), n_out=c.ple_dim, n_in=c.hidden,
-        storage="int4",
+        storage="int4", min_tiles=SERIAL_MIN_TILES,
     )  # fmt: skip
     act = cvo_map(ctx, f"{base}.gelu", layer, BLK, "cvo_gelu", gate)
     gp = add_vec(ctx, f"{base}.mul_pli", layer, BLK, "mul", act, [pli])

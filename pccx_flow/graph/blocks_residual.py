@@ -12,7 +12,7 @@ import math
 
 from pccx_flow.graph.blocks_altup import lkey
 from pccx_flow.graph.emit import Vec
-from pccx_flow.graph.ops import Ctx, add_vec, cvo_map, gemv_tiles, rmsnorm
+from pccx_flow.graph.ops import SERIAL_MIN_TILES, Ctx, add_vec, cvo_map, gemv_tiles, rmsnorm
 
 
 def input_norm(ctx: Ctx, layer: int, x_input: dict) -> Vec:
@@ -30,7 +30,7 @@ def laurel(ctx: Ctx, layer: int, x_norm: Vec) -> dict:
     left = gemv_tiles(
         ctx, f"{base}.left", layer, "laurel", x_norm,
         key=lkey(layer, "laurel.linear_left.weight"), n_out=c.laurel_rank, n_in=c.hidden,
-        storage="int4",
+        storage="int4", min_tiles=SERIAL_MIN_TILES,
     )  # fmt: skip
     right = gemv_tiles(
         ctx, f"{base}.right", layer, "laurel", left,

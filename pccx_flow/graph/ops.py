@@ -27,6 +27,9 @@ from pccx_flow.graph.emit import GraphWriter, Vec
 from pccx_flow.model.config import Gemma3nConfig
 
 CVO_MAX = 2048  # elements per CVO instruction (pccx-v002.md §1)
+# Small matrices on the serial path between layers (AltUp router, LAuReL left, PLE gate) are
+# split into this many row tiles: one per GEMV weight port (HP2, HP3; pccx-v002.md §1).
+SERIAL_MIN_TILES = 2
 
 
 @dataclass
@@ -132,11 +135,18 @@ def gemv_tiles(
     storage: str,
     layout: str = "out_in",
     tile: int | None = None,
+    min_tiles: int = 1,
     params: dict | None = None,
 ) -> Vec:
-    """``W x`` as row tiles ``nid.tNN`` of at most `tile` (default ``tile_rows``) outputs."""
+    """``W x`` as row tiles ``nid.tNN`` of at most `tile` (default ``tile_rows``) outputs.
+
+    ``min_tiles`` splits a small matrix that sits on the step's serial path into that many
+    tiles (when it has the rows), so its weights stream through both weight ports at once
+    instead of one port idling while the other streams the whole matrix.
+    """
     size = tile or ctx.tile_rows
-    ranges = tile_ranges(n_out, size)
+    n_tiles = max(math.ceil(n_out / size), min(min_tiles, n_out))
+    ranges = tile_ranges(n_out, math.ceil(n_out / n_tiles))
     width = max(2, len(str(len(ranges) - 1)))
     return [
         gemv(

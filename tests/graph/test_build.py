@@ -41,6 +41,11 @@ def tiles(n: int, t: int) -> int:
     return math.ceil(n / t)
 
 
+def serial_tiles(n: int, t: int) -> int:
+    """Small matrices on the serial path use at least one tile per weight port (2)."""
+    return max(tiles(n, t), min(2, n))
+
+
 def expected_layer_counts(cfg, layer: int, semantics: str, position: int, t: int) -> dict:
     """Nodes per block of one layer, from the spec's structure."""
     g3 = semantics == "gemma3n"
@@ -70,15 +75,16 @@ def expected_layer_counts(cfg, layer: int, semantics: str, position: int, t: int
         ffn += ffn_runs + 1 + ffn_runs + ffn_runs + 1 + 1 + 1 + ffn_runs + two_sums
     return {
         "const": 1,
-        "altup_pred": NORM + 3 + S,  # router norm, router GEMV, tanh, coef GEMV, S mix rows
+        # router norm, router GEMV tiles, tanh, coef GEMV, S mix rows
+        "altup_pred": NORM + serial_tiles(S, t) + 2 + S,
         "residual": NORM + NORM + 3,  # input norm, post-attn norm, add, merge, ×1/√2
-        "laurel": tiles(cfg.laurel_rank, t) + tiles(D, t) + NORM + 1,
+        "laurel": serial_tiles(cfg.laurel_rank, t) + tiles(D, t) + NORM + 1,
         "attn": attn,
         "ffn": ffn,
         # scale (pccx: activated / gemma3n: corrected row 0 × altup_scale), innovation,
-        # router norm, router, tanh, coefs, +1, S corrected rows
-        "altup_corr": 2 + NORM + 4 + S,
-        "ple_mix": tiles(cfg.ple_dim, t) + 1 + 1 + tiles(D, t) + NORM + 1,
+        # router norm, router tiles, tanh, coefs, +1, S corrected rows
+        "altup_corr": 2 + NORM + serial_tiles(S, t) + 3 + S,
+        "ple_mix": serial_tiles(cfg.ple_dim, t) + 1 + 1 + tiles(D, t) + NORM + 1,
     }
 
 
