@@ -271,19 +271,44 @@ def latest_starts(schedule: Schedule, problem: SchedulingProblem) -> dict[Node, 
     return latest
 
 
+def dag_slack(problem: SchedulingProblem) -> dict[Node, int]:
+    """Slack of every node in the DAG alone: unlimited lanes, cheapest costs, free comm.
+
+    Zero means the node is on a min-cost critical path of the graph itself, so no schedule on
+    any number of lanes can give it room; compare with the schedule's own slack.
+    """
+    cost = {n: problem.min_cost(n) for n in problem.order}
+    earliest: dict[Node, int] = {}
+    for n in problem.order:
+        earliest[n] = max((earliest[p] + cost[p] for p in problem.preds[n]), default=0)
+    end = max((earliest[n] + cost[n] for n in problem.order), default=0)
+    latest_finish: dict[Node, int] = {}
+    for n in reversed(problem.order):
+        latest_finish[n] = min((latest_finish[s] - cost[s] for s in problem.succs[n]), default=end)
+    return {n: latest_finish[n] - cost[n] - earliest[n] for n in problem.order}
+
+
 def ple_slack(schedule: Schedule, problem: SchedulingProblem, latest: dict | None = None) -> dict:
-    """Slack of the ``ple_mix`` nodes: per layer the minimum, overall minimum, zero layers."""
+    """Slack of the ``ple_mix`` nodes: per layer the minimum, overall minimum, zero layers.
+
+    ``per_layer`` keeps the schedule's lane and pool orders (`latest_starts`); ``dag_per_layer``
+    is the same minimum in the graph alone (`dag_slack`), which says whether the graph or the
+    schedule put PLE on the critical path.
+    """
     mix = _by_layer_block(schedule, problem, "ple_mix")
     if not mix:
-        return {"per_layer": {}, "min": None, "zero_layers": []}
+        return {"per_layer": {}, "min": None, "zero_layers": [], "dag_per_layer": {}}
     latest = latest if latest is not None else latest_starts(schedule, problem)
-    per_layer = {
-        layer: min(latest[s.node] - s.start for s in slots) for layer, slots in sorted(mix.items())
-    }
+    in_dag = dag_slack(problem)
+    layers = sorted(mix.items())
+    per_layer = {layer: min(latest[s.node] - s.start for s in slots) for layer, slots in layers}
+    dag_per_layer = {layer: min(in_dag[s.node] for s in slots) for layer, slots in layers}
     return {
         "per_layer": per_layer,
         "min": min(per_layer.values()),
         "zero_layers": [layer for layer, v in per_layer.items() if v <= 0],
+        "dag_per_layer": dag_per_layer,
+        "dag_zero_layers": [layer for layer, v in dag_per_layer.items() if v <= 0],
     }
 
 

@@ -112,6 +112,11 @@ def format_summary(metrics: dict, context: dict | None = None, *, top_lanes: int
             f"PLE slack min {ps['min']:,} cycles{extra}; zero on layers: "
             f"{_layers(ps['zero_layers'])}"
         )
+        if ps.get("dag_zero_layers"):
+            lines.append(
+                "          (on the graph's own critical path in layers "
+                f"{_layers(ps['dag_zero_layers'])})"
+            )
     if hz:
         lines.append("")
         lines.append(f"All times are model estimates on profile {metrics['profile']};")

@@ -116,6 +116,8 @@ def test_ple_slack_by_hand():
     slack = ple_slack(schedule, problem)
     assert slack["per_layer"] == {0: 7, 1: 0}
     assert slack["min"] == 0 and slack["zero_layers"] == [1]
+    # in the graph alone (no lanes): the end is 11 and m could start as late as 10
+    assert slack["dag_per_layer"] == {0: 8, 1: 0} and slack["dag_zero_layers"] == [1]
 
 
 def test_latest_starts_give_a_valid_schedule_no_longer_than_the_original(decode_graph):
