@@ -6,7 +6,8 @@ does them the same way:
 
 - *GEMV tiles*: a matrix with more than ``tile_rows`` outputs is split into row tiles of at
   most ``tile_rows`` rows (512 = one instruction's output limit per GEMV lane), one node each,
-  so the tiles of one matrix can stream on different lanes.
+  so the tiles of one matrix can stream on different lanes. The few small matrices on the
+  serial path between layers get at least one tile per weight port (`SERIAL_MIN_TILES`).
 - *CVO chunks*: a CVO instruction takes at most 2,048 elements (`CVO_MAX`); a longer part is
   processed as several nodes over consecutive ``span``s.
 - *RMSNorm* (spec §0) as the hardware does it: ``square`` (HOST, per part) → REDUCE_SUM (CVO,
