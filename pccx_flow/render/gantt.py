@@ -183,10 +183,7 @@ def gantt_data(
     for ln in lanes:
         ln["busy"] = busy[ln["name"]] / makespan if makespan else 0.0
 
-    config = graph.graph.get("config", "?")
-    title = (
-        f"{getattr(schedule, 'policy', '?')} schedule of one {config} decode step on {profile_name}"
-    )
+    title = f"{getattr(schedule, 'policy', '?')} schedule of {_what(graph)} on {profile_name}"
     span = f"makespan {makespan:,} cycles"
     if core_hz:
         span += f" = {makespan / core_hz * 1e6:,.1f} µs at {core_hz / 1e6:g} MHz"
@@ -202,6 +199,18 @@ def gantt_data(
         profile=profile_name,
         critical_source=source,
     )
+
+
+def _what(graph: nx.DiGraph) -> str:
+    """``one e4b decode step``, or ``layers 3..4 of one tiny decode step`` for a cut graph."""
+    g = graph.graph
+    step = f"one {g.get('config', '?')} decode step"
+    layers = g.get("layers")
+    n_layers = (g.get("config_dict") or {}).get("n_layers")
+    if layers and n_layers and list(layers) != [0, n_layers]:
+        a, b = layers
+        return f"layer {a} of {step}" if b - a == 1 else f"layers {a}..{b - 1} of {step}"
+    return step
 
 
 def _core_hz(profile, schedule_profile) -> float | None:

@@ -243,3 +243,35 @@ def test_bad_requests_are_render_errors(tmp_path, toy):
     empty = SimpleNamespace(slots={}, lanes=[], policy="x", profile="v002-spec")
     with pytest.raises(RenderError, match="the schedule is empty"):
         write_gantt(empty, g, tmp_path / "g.svg")
+
+
+def test_real_schedule_of_a_cut_tiny_graph(tmp_path):
+    """The scheduler's own Schedule and metrics: title, clock and critical path come through."""
+    from pccx_flow.graph.build import build_decode_graph
+    from pccx_flow.hardware.profile import load_profile
+    from pccx_flow.schedule.metrics import schedule_metrics
+    from pccx_flow.schedule.problem import problem_from_graph
+    from pccx_flow.schedule.registry import make_policy, run_on_problem
+
+    profile = load_profile("v002-as-built")
+    graph = build_decode_graph("tiny", layers=(3, 5), position=7, profile=profile)
+    problem = problem_from_graph(graph, profile)
+    policy = make_policy("critical-path")
+    schedule = run_on_problem(policy, problem, label="critical-path", profile=profile.name)
+    metrics = schedule_metrics(schedule, problem, profile)
+    out = write_gantt(schedule, graph, tmp_path / "g.svg", metrics=metrics)
+    root = ET.parse(out).getroot()
+    title = root.find(f"{SVG}title").text
+    assert title == "critical-path schedule of layers 3..4 of one tiny decode step on v002-as-built"
+    texts = " ".join(t.text or "" for t in root.iter(f"{SVG}text"))
+    assert "at 100 MHz (model estimate from profile v002-as-built, not measured)" in texts
+    drawn = [(n, r) for r in _bars(root) for n in _bar_nodes(r)]
+    assert sorted(n for n, _ in drawn) == sorted(schedule.slots)
+    critical = {n for n, r in drawn if "critical" in r.get("class")}
+    assert critical == set(metrics["critical_path"]["nodes"])
+    lanes = [
+        t.text.split(" ")[0]
+        for t in root.iter(f"{SVG}text")
+        if re.fullmatch(r"\w+ \d+%", t.text or "")
+    ]
+    assert lanes == [lane.name for lane in schedule.lanes]
