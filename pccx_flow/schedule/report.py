@@ -65,7 +65,8 @@ def format_summary(metrics: dict, context: dict | None = None, *, top_lanes: int
     else:
         lines.append(f"makespan  {span:,} cycles")
     lines.append("")
-    lines.append(f"{'lower bound':<28}{'cycles':>14}{'tok/s max':>11}  makespan vs bound")
+    bound_head = f"lower bound ({'model estimate' if hz else 'cycles'})"
+    lines.append(f"{bound_head:<28}{'cycles':>14}{'tok/s max':>11}  makespan vs bound")
     bounds = metrics["bounds_cycles"]
     for name in sorted(bounds, key=lambda k: -bounds[k]):
         c = bounds[name]

@@ -25,6 +25,17 @@ def test_summary_on_tiny(capsys):
     assert max(len(line) for line in lines) <= 80
 
 
+def test_profile_from_a_user_file(tmp_path, capsys):
+    toml = tmp_path / "board.toml"
+    toml.write_text(
+        '[profile]\nname = "my-board"\nextends = "v002-spec"\n[pools]\nweight_port = 1\n'
+    )
+    assert main([*TINY, "--profile", str(toml)]) == 0
+    out = capsys.readouterr().out
+    assert "profile my-board" in out and "model estimate, profile my-board" in out
+    assert "weight_port: all 1 busy" in out
+
+
 def test_list_has_one_line_per_policy(capsys):
     assert main(["schedule", "--list"]) == 0
     out = capsys.readouterr().out.splitlines()
