@@ -10,9 +10,10 @@ does them the same way:
   serial path between layers get at least one tile per weight port (`SERIAL_MIN_TILES`).
 - *CVO chunks*: a CVO instruction takes at most 2,048 elements (`CVO_MAX`); a longer part is
   processed as several nodes over consecutive ``span``s.
-- *RMSNorm* (spec §0) as the hardware does it: ``square`` (HOST, per part) → REDUCE_SUM (CVO,
-  per part) → ``mean_eps`` (HOST scalar: Σ partials · 1/N + eps) → SQRT (CVO) → RECIP (CVO) →
-  SCALE (CVO, x · 1/rms per part) → ``mul_weight`` (HOST, × γ per part). pccx-v002.md §4 puts
+- *RMSNorm* (spec §0) as the hardware does it: ``square`` (HOST) → REDUCE_SUM (CVO) →
+  ``mean_eps`` (HOST scalar: Σ partials · 1/N + eps) → SQRT (CVO) → RECIP (CVO) → SCALE (CVO,
+  x · 1/rms) → ``mul_weight`` (HOST, × γ); the vector steps run once per run of parts of at
+  most 2,048 elements (`cvo_groups`), the ×γ once per resulting part. pccx-v002.md §4 puts
   the square on the host; the 1/N and +eps are one scalar host step so no extra MEMSET slot is
   needed for eps.
 - *Mean of squares* (spec 002 §4 and §5 magnitudes): square (HOST) → REDUCE_SUM (CVO) →
