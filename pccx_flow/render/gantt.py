@@ -584,7 +584,7 @@ double-click: show everything &middot; hover a bar for its node, lane and cycles
 <script>
 "use strict";
 const D = JSON.parse(document.getElementById("gantt-data").textContent);
-const LEFT = 120, RIGHT = 20, TOP = 40, ROW = 24, GAP = 6, AXIS = 40;
+const LEFT = 120, RIGHT = 20, TOP = 56, ROW = 24, GAP = 6, AXIS = 40;
 const cv = document.getElementById("chart"), ctx = cv.getContext("2d");
 const tip = document.getElementById("tip");
 document.getElementById("title").textContent = D.title;
@@ -633,8 +633,8 @@ function draw() {
   let lastLabel = -1e9;
   for (const [layer, start] of D.layers) {
     const x = px(start);
-    ctx.beginPath(); ctx.moveTo(x, TOP - 10); ctx.lineTo(x, bottom); ctx.stroke();
-    if (x - lastLabel > 24) { ctx.fillText("L" + layer, x + 2, TOP - 12); lastLabel = x; }
+    ctx.beginPath(); ctx.moveTo(x, TOP - 4); ctx.lineTo(x, bottom); ctx.stroke();
+    if (x - lastLabel > 24) { ctx.fillText("L" + layer, x + 2, TOP - 30); lastLabel = x; }
   }
   ctx.setLineDash([]);
   for (let r = 0; r < byRow.length; r++) {
@@ -660,8 +660,18 @@ function draw() {
     ctx.beginPath(); ctx.moveTo(x, bottom); ctx.lineTo(x, bottom + 5); ctx.stroke();
     ctx.fillText(fmt(t), x, bottom + 17);
   }
-  ctx.fillText("cycles (model estimate)" + (D.core_hz ? "; µs = cycles / "
-    + (D.core_hz / 1e6) + " MHz" : ""), LEFT + (W - LEFT - RIGHT) / 2, bottom + 33);
+  ctx.fillText("cycles (model estimate)", LEFT + (W - LEFT - RIGHT) / 2, bottom + 33);
+  if (D.core_hz) {  // the same time in µs at the profile's core clock, above the rows
+    const us = c => c / D.core_hz * 1e6;
+    ctx.beginPath(); ctx.moveTo(LEFT, TOP - 4); ctx.lineTo(W - RIGHT, TOP - 4); ctx.stroke();
+    for (const u of ticks(us(t0), us(t1), 8)) {
+      const x = px(u * 1e-6 * D.core_hz);
+      ctx.beginPath(); ctx.moveTo(x, TOP - 9); ctx.lineTo(x, TOP - 4); ctx.stroke();
+      ctx.fillText(fmt(u), x, TOP - 12);
+    }
+    ctx.textAlign = "right";
+    ctx.fillText("µs", LEFT - 8, TOP - 12);
+  }
 }
 
 function hit(ev) {

@@ -171,9 +171,12 @@ const html = fs.readFileSync(process.argv[2], "utf8");
 const want = JSON.parse(process.argv[3]);
 const data = html.match(/id="gantt-data">([\s\S]*?)<\/script>/)[1];
 const script = html.match(/<script>([\s\S]*?)<\/script>/)[1];
-const handlers = {}, elements = {}, calls = {fillRect: 0};
+const handlers = {}, elements = {}, calls = {fillRect: 0}, texts = [];
 const ctx = new Proxy({}, {
-  get: (t, k) => (k in t ? t[k] : (...a) => { if (k in calls) calls[k]++; }),
+  get: (t, k) => (k in t ? t[k] : (...a) => {
+    if (k in calls) calls[k]++;
+    if (k === "fillText") texts.push(String(a[0]));
+  }),
   set: (t, k, v) => { t[k] = v; return true; },
 });
 function el(id) {
@@ -194,7 +197,7 @@ global.window = {innerWidth: 1230, devicePixelRatio: 1,
                  addEventListener(ev, f) { handlers["window:" + ev] = f; }};
 eval(script);
 const D = JSON.parse(data);
-const W = 1200, LEFT = 120, RIGHT = 20, TOP = 40, ROW = 24, GAP = 6;
+const W = 1200, LEFT = 120, RIGHT = 20, TOP = 56, ROW = 24, GAP = 6;
 const t = (want.start + want.finish) / 2;
 const ev = {clientX: LEFT + t / D.makespan * (W - LEFT - RIGHT),
             clientY: TOP + want.row * (ROW + GAP) + ROW / 2, preventDefault() {}};
@@ -205,7 +208,7 @@ for (let i = 0; i < 6; i++) handlers["chart:wheel"](Object.assign({deltaY: -1}, 
 handlers["chart:mousemove"](ev);
 const after = el("tip").textContent;
 console.log(JSON.stringify({before, after, drawnFull, display: el("tip").style.display,
-                            legend: el("legend").children.length}));
+                            legend: el("legend").children.length, texts}));
 """
 
 
@@ -234,6 +237,11 @@ def test_html_viewer_script_runs_and_hover_survives_zoom(tmp_path, toy):
     assert result["drawnFull"] >= len(schedule.slots)  # every bar drawn at full zoom
     blocks = {g.nodes[n]["block"] for n in schedule.slots}
     assert result["legend"] == len(blocks) + 1  # blocks present + critical path
+    # Both time axes: cycles below the rows, µs at the toy's 400 MHz above them.
+    assert "cycles (model estimate)" in result["texts"] and "µs" in result["texts"]
+    assert "L0" in result["texts"]
+    for lane in TOY_LANES:
+        assert sum(1 for t in result["texts"] if re.fullmatch(rf"{lane.name} \d+%", t)) >= 1
 
 
 def test_bad_requests_are_render_errors(tmp_path, toy):
