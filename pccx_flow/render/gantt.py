@@ -139,9 +139,7 @@ def gantt_data(
     slots = dict(schedule.slots)
     if not slots:
         raise RenderError("the schedule is empty: nothing to draw in a Gantt chart")
-    profile_name = str(getattr(schedule, "profile", None) or getattr(profile, "name", "?"))
-    if not isinstance(getattr(schedule, "profile", None), str):
-        profile_name = str(getattr(schedule.profile, "name", profile_name))
+    profile_name = _name(getattr(schedule, "profile", None)) or _name(profile) or "?"
     core_hz = _core_hz(profile, getattr(schedule, "profile", None))
 
     lanes = [{"name": ln.name, "lane_class": ln.lane_class} for ln in schedule.lanes]
@@ -199,6 +197,13 @@ def gantt_data(
         profile=profile_name,
         critical_source=source,
     )
+
+
+def _name(profile) -> str | None:
+    """A profile's name, whether given as the name itself or as a `Profile`."""
+    if profile is None or isinstance(profile, str):
+        return profile or None
+    return getattr(profile, "name", None)
 
 
 def _what(graph: nx.DiGraph) -> str:
@@ -297,7 +302,7 @@ def layout(data: GanttData) -> tuple[list, int]:
     bottom = top + plot_h
 
     def x(t: float) -> float:
-        return LEFT + t / data.makespan * plot_w
+        return LEFT + t / max(data.makespan, 1) * plot_w
 
     out: list = [
         Text(LEFT, 22, data.title, 15, bold=True),
@@ -589,7 +594,8 @@ const cv = document.getElementById("chart"), ctx = cv.getContext("2d");
 const tip = document.getElementById("tip");
 document.getElementById("title").textContent = D.title;
 document.getElementById("sub").textContent = D.subtitle;
-let t0 = 0, t1 = D.makespan, W = 0, H = 0;
+const SPAN = Math.max(D.makespan, 1);
+let t0 = 0, t1 = SPAN, W = 0, H = 0;
 const byRow = D.lanes.map(() => []);
 for (const b of D.bars) byRow[b[0]].push(b);
 
@@ -708,9 +714,9 @@ cv.addEventListener("wheel", ev => {
   ev.preventDefault();
   const rect = cv.getBoundingClientRect(), t = tOf(ev.clientX - rect.left);
   const k = ev.deltaY < 0 ? 0.8 : 1.25;
-  const span = Math.min(D.makespan, Math.max(4, (t1 - t0) * k));
+  const span = Math.min(SPAN, Math.max(4, (t1 - t0) * k));
   t0 = Math.max(0, t - (t - t0) * span / (t1 - t0));
-  t1 = Math.min(D.makespan, t0 + span); t0 = Math.max(0, t1 - span);
+  t1 = Math.min(SPAN, t0 + span); t0 = Math.max(0, t1 - span);
   draw();
 }, {passive: false});
 cv.addEventListener("mousedown", ev => { drag = {x: ev.clientX, t0: t0, t1: t1}; });
@@ -719,13 +725,13 @@ cv.addEventListener("mousemove", ev => {
   if (drag) {
     const dt = (ev.clientX - drag.x) / (W - LEFT - RIGHT) * (drag.t1 - drag.t0);
     const span = drag.t1 - drag.t0;
-    t0 = Math.min(Math.max(0, drag.t0 - dt), D.makespan - span); t1 = t0 + span;
+    t0 = Math.min(Math.max(0, drag.t0 - dt), SPAN - span); t1 = t0 + span;
     draw();
   }
   showTip(ev);
 });
 cv.addEventListener("mouseleave", () => { tip.style.display = "none"; });
-cv.addEventListener("dblclick", () => { t0 = 0; t1 = D.makespan; draw(); });
+cv.addEventListener("dblclick", () => { t0 = 0; t1 = SPAN; draw(); });
 window.addEventListener("resize", resize);
 
 const legend = document.getElementById("legend");
