@@ -12,7 +12,7 @@ from pccx_flow.errors import RenderError
 from pccx_flow.render import gantt
 from pccx_flow.render.gantt import nice_ticks, trace_critical_path, write_gantt
 
-from .toys import TOY_LANES, make_toy_graph, make_toy_schedule
+from .toys import TOY_LANES, Slot, make_toy_graph, make_toy_schedule
 
 SVG = "{http://www.w3.org/2000/svg}"
 needs_neato = pytest.mark.skipif(shutil.which("neato") is None, reason="Graphviz not installed")
@@ -283,3 +283,17 @@ def test_real_schedule_of_a_cut_tiny_graph(tmp_path):
         if re.fullmatch(r"\w+ \d+%", t.text or "")
     ]
     assert lanes == [lane.name for lane in schedule.lanes]
+
+
+def test_a_schedule_of_zero_length_still_draws(tmp_path):
+    g = make_toy_graph(1)
+    node = next(iter(g))
+    schedule = SimpleNamespace(
+        slots={node: Slot(node, "gemv0", 0, 0, ())},
+        lanes=list(TOY_LANES),
+        policy="p",
+        profile="toy",
+    )
+    root = ET.parse(write_gantt(schedule, g, tmp_path / "g.svg")).getroot()
+    assert [_bar_nodes(r) for r in _bars(root)] == [[node]]
+    assert "makespan 0 cycles" in write_gantt(schedule, g, tmp_path / "g.html").read_text()
