@@ -320,15 +320,19 @@ def _mix_text(ops: dict) -> str:
     return ", ".join(f"{n} {op}" for op, n in items)
 
 
+def _nodes_text(count: int) -> str:
+    return "1 node" if count == 1 else f"{count} nodes"
+
+
 def _label(node: str, attrs: dict, level: str, extra: list[str]) -> str:
     if level == "layers":
         scope = attrs["scope"]
         name = {"pre": "before the layers", "post": "after the layers"}.get(
             scope, f"layer {scope[1:].lstrip('0') or '0'}"
         )
-        lines = [name, f"{attrs['count']} nodes"]
+        lines = [name, _nodes_text(attrs["count"])]
     elif level == "blocks":
-        lines = [style.block_title(attrs.get("block") or "?"), f"{attrs['count']} nodes"]
+        lines = [style.block_title(attrs.get("block") or "?"), _nodes_text(attrs["count"])]
         lines.append(_mix_text(attrs["ops"]))
     elif attrs.get("tiles"):
         unit = " tiles" if attrs.get("op") in ("GEMV", "GEMM") else ""
