@@ -74,6 +74,8 @@ def format_summary(metrics: dict, context: dict | None = None, *, top_lanes: int
         gap = _gap(span / c - 1) if c else "-"
         mark = "  <- largest" if name == metrics["largest_bound"] else ""
         lines.append(f"  {name[:26]:<26}{c:>14,}{tps:>11}  {gap}{mark}")
+    if any(name.startswith("pool_chain:") for name in bounds):
+        lines.append("  (pool_chain: pool work plus the chains between it; see metrics.py)")
     if metrics.get("below_bounds"):
         lines.append(
             f"  note: makespan is below {', '.join(metrics['below_bounds'])}: the scheduler"

@@ -13,6 +13,7 @@ from pccx_flow.schedule.metrics import (
     laurel_overlap,
     min_cost_critical_path,
     ple_slack,
+    pool_chain_bounds,
     pool_occupancy,
     problem_bounds,
     schedule_critical_path,
@@ -217,3 +218,44 @@ def test_pool_occupancy_by_hand():
         pools={"p": 2},
     )
     assert pool_occupancy(schedule, problem) == {"p": {0: 2, 1: 4, 2: 2}}
+
+
+def pool_chain_example():
+    """p1, p2 (port users) -> h (10 cycles, no port) -> q1, q2, q3 (port users); 2 ports."""
+    g = nx.DiGraph()
+    g.add_nodes_from(["p1", "p2", "h", "q1", "q2", "q3"])
+    g.add_edges_from([("p1", "h"), ("p2", "h"), ("h", "q1"), ("h", "q2"), ("h", "q3")])
+    lanes = [Lane("g0", "gemv"), Lane("g1", "gemv"), Lane("c0", "host")]
+    costs = {n: {"g0": 4, "g1": 4} for n in ("p1", "p2", "q1", "q2", "q3")}
+    costs["h"] = {"c0": 10}
+    users = {n: ("port",) for n in ("p1", "p2", "q1", "q2", "q3")}
+    return SchedulingProblem(g, lanes, costs, resources=users, pools={"port": 2})
+
+
+def test_pool_chain_bound_by_hand():
+    problem = pool_chain_example()
+    # Plain bounds: port work 20 / 2 ports = 10, critical path 4 + 10 + 4 = 18. The ports
+    # idle while h runs: 8/2 before it, 10 for h, 12/2 after it = 20 (optimum here is 22).
+    assert problem_bounds(problem)["pool:port"] == 10
+    assert min_cost_critical_path(problem) == 18
+    assert pool_chain_bounds(problem) == {"pool_chain:port": 20}
+    for policy in BUILTIN_POLICIES:
+        assert run_policy(problem, policy=policy).makespan >= 20
+
+
+def test_pool_chain_sees_fan_out_and_fan_in_with_enough_hops():
+    # a -> four port users -> b -> four port users: needs m = a, n = b (two hops apart).
+    g = nx.DiGraph()
+    first = [f"t{i}" for i in range(4)]
+    second = [f"u{i}" for i in range(4)]
+    g.add_edges_from([("a", t) for t in first] + [(t, "b") for t in first])
+    g.add_edges_from([("b", u) for u in second])
+    lanes = [Lane("g0", "gemv"), Lane("g1", "gemv"), Lane("g2", "gemv"), Lane("c0", "host")]
+    costs = {n: {"g0": 5, "g1": 5, "g2": 5} for n in first + second}
+    costs |= {"a": {"c0": 3}, "b": {"c0": 3}}
+    problem = SchedulingProblem(
+        g, lanes, costs, resources={n: ("port",) for n in first + second}, pools={"port": 1}
+    )
+    # one port: 3 + 20 + 3 + 20 = 46 for any schedule, and the bound finds it
+    assert pool_chain_bounds(problem, hops=2) == {"pool_chain:port": 46}
+    assert run_policy(problem, policy="critical-path").makespan == 46

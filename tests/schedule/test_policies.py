@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pccx_flow.hardware.profile import load_profile
+from pccx_flow.schedule.metrics import pool_chain_bounds
 from pccx_flow.schedule.model import Lane
 from pccx_flow.schedule.policies.base import downward_rank, upward_rank
 from pccx_flow.schedule.policies.cpop import critical_path_nodes
@@ -125,10 +126,13 @@ def random_problems(draw):
 @given(random_problems(), st.integers(0, 3))
 def test_every_policy_valid_and_above_the_lower_bound(problem, seed):
     bound = oracle_lower_bound(problem)
+    chain_bounds = pool_chain_bounds(problem, hops=3)
     for policy in POLICIES:
         schedule = run_policy(problem, policy=policy, seed=seed)
         validate_schedule(schedule, problem)
         assert schedule.makespan >= bound, policy
+        for name, cycles in chain_bounds.items():  # the metric's bound holds on every schedule
+            assert schedule.makespan >= cycles, (policy, name)
 
 
 def test_random_policy_is_deterministic_per_seed(heft_problem):
