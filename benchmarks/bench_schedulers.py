@@ -70,6 +70,9 @@ def bench_profile(profile_name: str, repeat: int) -> dict:
                 "makespan_cycles": schedule.makespan,
                 "makespan_ms_estimate": m["makespan_us"] / 1000,
                 "tokens_per_second_estimate": m["tokens_per_second"],
+                "reference_bound": m["reference_bound"],
+                "reference_bound_cycles": m["reference_bound_cycles"],
+                "gap_to_reference_bound": m["gap_to_reference_bound"],
                 "largest_bound": m["largest_bound"],
                 "largest_bound_cycles": m["largest_bound_cycles"],
                 "gap_to_largest_bound": m["gap_to_largest_bound"],
@@ -109,8 +112,19 @@ def check_targets(results: list[dict]) -> list[dict]:
         if res["profile"] == "v002-spec":
             out.append(
                 {
-                    "target": "critical-path within 5 % of the largest bound (v002-spec)",
-                    "value": f"{100 * cp['gap_to_largest_bound']:+.2f} %",
+                    "target": "critical-path within 5 % of the largest pccx_flow.bounds bound "
+                    "(v002-spec)",
+                    "value": f"{100 * cp['gap_to_reference_bound']:+.2f} % over "
+                    f"{cp['reference_bound']}",
+                    "met": cp["gap_to_reference_bound"] <= 0.05,
+                }
+            )
+            out.append(
+                {
+                    "target": "critical-path within 5 % of the largest bound including "
+                    "pool_chain (v002-spec)",
+                    "value": f"{100 * cp['gap_to_largest_bound']:+.2f} % over "
+                    f"{cp['largest_bound']}",
                     "met": cp["gap_to_largest_bound"] <= 0.05,
                 }
             )
@@ -135,18 +149,25 @@ def print_table(res: dict) -> None:
         f" makespan and tok/s are a {res['estimate']}"
     )
     print(
-        f"{'policy':<14}{'wall s':>7}{'cpu s':>6}{'makespan cyc':>14}{'tok/s':>7}{'gap':>8}"
-        f"{'rank':>5}{'vs PO':>7}"
+        f"{'policy':<14}{'wall s':>7}{'cpu s':>6}{'makespan cyc':>14}{'tok/s':>7}{'gap ref':>8}"
+        f"{'gap all':>8}{'rank':>5}{'vs PO':>7}"
     )
     for r in sorted(res["policies"], key=lambda r: r["rank"]):
         print(
             f"{r['policy']:<14}{r['schedule_seconds_median']:>7.2f}"
             f"{r['schedule_cpu_seconds_median']:>6.2f}{r['makespan_cycles']:>14,}"
-            f"{r['tokens_per_second_estimate']:>7.2f}{100 * r['gap_to_largest_bound']:>7.1f}%"
-            f"{r['rank']:>5}{r['vs_program_order']:>7.3f}"
+            f"{r['tokens_per_second_estimate']:>7.2f}{100 * r['gap_to_reference_bound']:>7.1f}%"
+            f"{100 * r['gap_to_largest_bound']:>7.1f}%{r['rank']:>5}{r['vs_program_order']:>7.3f}"
         )
-    largest = res["policies"][0]
-    print(f"largest lower bound: {largest['largest_bound']} = {largest['largest_bound_cycles']:,}")
+    first = res["policies"][0]
+    print(
+        f"gap ref: to the largest pccx_flow.bounds bound, {first['reference_bound']} = "
+        f"{first['reference_bound_cycles']:,} cycles"
+    )
+    print(
+        f"gap all: to the largest bound including pool_chain, {first['largest_bound']} = "
+        f"{first['largest_bound_cycles']:,} cycles"
+    )
     cp = next(r for r in res["policies"] if r["policy"] == "critical-path")
     for pool, cycles in cp["pool_occupancy_cycles"].items():
         span = cp["makespan_cycles"]
