@@ -118,13 +118,14 @@ def generate(
     progress: bool = False,
     fuse: bool = False,
     graph_for_position: Callable[[int], tuple] | None = None,
-    on_step: Callable[[int, int, np.ndarray, float], None] | None = None,
+    on_step: Callable[..., None] | None = None,
 ) -> ExecutedGeneration:
     """Generate `steps` tokens after `prompt_ids` by executing one decode graph per position.
 
     `weights` is an opened checkpoint. With `policy`, each step's tasks carry that policy's
     schedule (lanes and priorities) on `profile`. ``on_step(position, token_id, logits,
-    seconds)`` is called after every decode step with the token that step read. ``fuse``
+    seconds, state)`` is called after every decode step with the token that step read and
+    the decode state after the step's KV rows were committed. ``fuse``
     is passed to `execute` (fewer, larger tasks; same numbers).
     """
     semantics = check_semantics(semantics)
@@ -153,7 +154,7 @@ def generate(
             result.logits.append(logits)
             result.step_seconds.append(seconds)
             if on_step is not None:
-                on_step(position, token_in, logits, seconds)
+                on_step(position, token_in, logits, seconds, state)
             if bar is not None:
                 bar.update(1)
             if position + 1 < len(prompt):

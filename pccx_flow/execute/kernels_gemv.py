@@ -9,27 +9,27 @@ from __future__ import annotations
 
 import numpy as np
 
-from pccx_flow.execute.int4 import gemv_int4
+from pccx_flow.execute.int4 import gemv_int4_tile
 from pccx_flow.execute.operands import F32, operands, vector, weight_bounds
+from pccx_flow.execute.weight_views import tensor_view
 
 
 def _product(call, x: np.ndarray, weights) -> np.ndarray:
     w = call.weight
     key = w["key"]
     layout = call.params.get("layout", "out_in")
-    shape = weights.spec(key).shape
-    r0, r1, c0, c1 = weight_bounds(w, shape, layout)
+    view = tensor_view(weights, key)
+    r0, r1, c0, c1 = weight_bounds(w, view.shape, layout)
     if x.shape[0] != c1 - c0:
         n = x.shape[0]
         raise ValueError(f"input has {n} elements, weight columns {c0}:{c1} need {c1 - c0}")
-    if weights.storage(key) == "int4":
+    if view.storage == "int4":
         if layout != "out_in":
             raise ValueError(f"INT4 weight {key} must use layout out_in, not {layout}")
         if c0 % 2 or c1 % 2:
             raise ValueError(f"INT4 columns {c0}:{c1} must start and end on a byte boundary")
-        packed, scale = weights.int4(key)
-        return gemv_int4(packed[r0:r1, c0 // 2 : c1 // 2], scale[r0:r1], x)
-    stored = weights.float32(key)
+        return gemv_int4_tile(view.data, view.scale, x, (r0, r1), (c0, c1))
+    stored = view.data
     if layout == "out_in":
         return (np.asarray(stored[r0:r1, c0:c1], dtype=F32) @ x).astype(F32, copy=False)
     if layout == "in_out":

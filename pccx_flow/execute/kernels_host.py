@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from pccx_flow.execute.operands import F32, operands, scalar, vector
+from pccx_flow.execute.weight_views import tensor_view
 
 
 def _ops(call, inputs) -> list[np.ndarray]:
@@ -36,7 +37,7 @@ def mul_weight(call, inputs, ctx, weights, external):
     """x * w[r0:r1] * scale (a norm gamma or altup_scale, optionally scaled by 1/D)."""
     x = _ops(call, inputs)[0]
     r0, r1 = (int(v) for v in call.weight["rows"])
-    w = np.asarray(weights.float32(call.weight["key"])[r0:r1], dtype=F32)
+    w = tensor_view(weights, call.weight["key"]).data[r0:r1]
     y = x * w
     scale = call.params.get("scale", 1.0)
     if scale != 1.0:
