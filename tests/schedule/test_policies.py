@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 from pccx_flow.hardware.profile import load_profile
 from pccx_flow.schedule.metrics import pool_chain_bounds
 from pccx_flow.schedule.model import Lane
-from pccx_flow.schedule.policies.base import downward_rank, upward_rank
+from pccx_flow.schedule.policies.base import bottom_levels, downward_rank, upward_rank
 from pccx_flow.schedule.policies.cpop import critical_path_nodes
 from pccx_flow.schedule.problem import SchedulingProblem, problem_from_graph
 from pccx_flow.schedule.registry import BUILTIN_POLICIES, run_policy
+from pccx_flow.schedule.timeline import Timeline
 from pccx_flow.schedule.validate import validate_schedule
 
 POLICIES = sorted(BUILTIN_POLICIES)
@@ -156,3 +157,53 @@ def test_every_policy_valid_on_decode_shaped_graph(decode_graph, profile_name):
         assert schedule.makespan >= bound
         spans[policy] = schedule.makespan
     assert spans["critical-path"] <= spans["program-order"]
+
+
+# --- the lazy heap of ETF / DLS / Min-Min against a plain re-evaluate-everything loop ------
+
+
+def plain_dynamic(problem, value_of, tie=None):
+    """Re-evaluate every ready node at every step; place the smallest (value, -tie, order)."""
+    tie = tie or {}
+    timeline = Timeline(problem)
+    ready = set(timeline.initial_ready())
+    while ready:
+        scored = []
+        for n in ready:
+            value, lane = value_of(timeline, n)
+            scored.append(((value, -tie.get(n, 0.0), problem.index[n]), n, lane))
+        _, node, lane = min(scored)
+        timeline.place(node, lane)
+        ready.remove(node)
+        ready.update(timeline.released(node))
+    return timeline.slots
+
+
+def etf_value(timeline, n):
+    lane, start = timeline.best_lane(n, by="start")
+    return start, lane
+
+
+def min_min_value(timeline, n):
+    lane, start = timeline.best_lane(n, by="finish")
+    return start + timeline.problem.costs[n][lane], lane
+
+
+def dls_value(timeline, n):
+    problem = timeline.problem
+    level = bottom_levels(problem)
+    best = None
+    for lane, cost in problem.costs[n].items():
+        dl = level[n] - timeline.earliest_start(n, lane) + (problem.mean_cost(n) - cost)
+        if best is None or dl > best[0]:
+            best = (dl, lane)
+    return -best[0], best[1]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_problems())
+def test_lazy_dynamic_policies_match_a_plain_loop(problem):
+    level = bottom_levels(problem)
+    assert run_policy(problem, policy="etf").slots == plain_dynamic(problem, etf_value, level)
+    assert run_policy(problem, policy="min-min").slots == plain_dynamic(problem, min_min_value)
+    assert run_policy(problem, policy="dls").slots == plain_dynamic(problem, dls_value)
