@@ -171,16 +171,17 @@ def schedule_critical_path(schedule: Schedule, problem: SchedulingProblem) -> di
 
     At each node the cause of its start time is, in this order of preference: an input from a
     predecessor that arrived exactly then (``data``), the previous node on the same lane
-    finishing exactly then (``lane``), or the previous holder of one of its pool instances
-    (``pool:<instance>``). A start with no such cause (time 0, or a policy's own delay such as
-    in-order issue) ends the walk.
+    finishing exactly then (``lane``), the previous holder of one of its pool instances
+    (``pool:<instance>``), or one node that was both (``lane+pool:<instance>``: a queue of
+    port-bound GEMVs, where a free lane alone would not have helped). A start with no such
+    cause (time 0, or a policy's own delay such as in-order issue) ends the walk.
 
     ``waited_cycles`` of a step is the time between its inputs being ready and its start.
     Those waits overlap one another along a chain of nodes queued on one lane, so the totals
     in ``blocked_cycles`` count only the part of the path's own timeline during which the
-    next node was ready but blocked: the overlap of its wait with the node it waited for
-    (by cause: ``lane``, ``pool``, and ``delay`` before the first node). Their sum is at
-    most the makespan.
+    next node was ready but blocked: the overlap of its wait with the node it waited for (by
+    cause: ``lane``, ``pool``, ``lane+pool``, and ``delay`` before the first node). Their sum
+    is at most the makespan.
     """
     slots = schedule.slots
     if not slots:
@@ -210,16 +211,22 @@ def schedule_critical_path(schedule: Schedule, problem: SchedulingProblem) -> di
                 cause, prev = "data", from_pred
             else:
                 on_lane = [m for m in ends_on_lane.get((s.lane, s.start), ()) if m != node]
-                if on_lane:
-                    cause, prev = "lane", min(on_lane, key=index.__getitem__)
+                lane_prev = min(on_lane, key=index.__getitem__) if on_lane else None
+                pool_prev, pool_inst = None, ""
+                for inst in s.resources:
+                    holders = [m for m in ends_on_inst.get((inst, s.start), ()) if m != node]
+                    if holders:
+                        pool_prev, pool_inst = min(holders, key=index.__getitem__), inst
+                        break
+                if lane_prev is not None and lane_prev == pool_prev:
+                    # the node before it on its lane also held its pool instance: both bind
+                    cause, prev = f"lane+pool:{pool_inst}", lane_prev
+                elif lane_prev is not None:
+                    cause, prev = "lane", lane_prev
+                elif pool_prev is not None:
+                    cause, prev = f"pool:{pool_inst}", pool_prev
                 else:
-                    for inst in s.resources:
-                        holders = [m for m in ends_on_inst.get((inst, s.start), ()) if m != node]
-                        if holders:
-                            cause, prev = f"pool:{inst}", min(holders, key=index.__getitem__)
-                            break
-                    else:
-                        cause = "delay"
+                    cause = "delay"
         wait = s.start - data_ready
         steps.append(
             {

@@ -259,3 +259,18 @@ def test_pool_chain_sees_fan_out_and_fan_in_with_enough_hops():
     # one port: 3 + 20 + 3 + 20 = 46 for any schedule, and the bound finds it
     assert pool_chain_bounds(problem, hops=2) == {"pool_chain:port": 46}
     assert run_policy(problem, policy="critical-path").makespan == 46
+
+
+def test_critical_path_says_when_lane_and_pool_both_bind():
+    problem, schedule = make(
+        [],
+        "ab",
+        {"a": {"x": 3, "y": 3}, "b": {"x": 2, "y": 2}},
+        [("x", "gemv"), ("y", "gemv")],
+        [Slot("a", "x", 0, 3, ("port0",)), Slot("b", "x", 3, 5, ("port0",))],
+        resources={"a": ("port",), "b": ("port",)},
+        pools={"port": 1},
+    )
+    cp = schedule_critical_path(schedule, problem)
+    assert [s["cause"] for s in cp["steps"]] == ["start", "lane+pool:port0"]
+    assert cp["blocked_cycles"] == {"lane+pool": 3}
