@@ -19,7 +19,7 @@ import heapq
 
 class LongestFirst:
     name = "longest-first"
-    description = "example plugin: longest ready node first, earliest-finish lane (LPT)"
+    description = "example plugin: longest ready node first (LPT)"
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed  # deterministic policy; accepted so --seed never breaks it

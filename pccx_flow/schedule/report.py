@@ -132,12 +132,15 @@ def _fit(line: str) -> str:
 
 
 def format_policy_list(rows: list[tuple[str, str, str]], default: str) -> str:
-    """One line per policy for ``--list``: name, origin marker, description."""
+    """One line per policy for ``--list``: name, description, a mark for plugins."""
     width = max((len(r[0]) for r in rows), default=0)
     out = []
     for name, origin, desc in rows:
-        tag = "" if origin == "built-in" else f" [{origin}]"
+        tag = "" if origin == "built-in" else " [plugin]"
         mark = " (default)" if name == default and "(default)" not in desc else ""
+        room = WIDTH - width - 2 - len(tag) - len(mark)
+        if len(desc) > room:
+            desc = desc[: max(room - 3, 0)] + "..."
         out.append(f"{name:<{width}}  {desc}{mark}{tag}")
     return "\n".join(out)
 

@@ -87,4 +87,6 @@ def test_summary_fits_80_columns_and_labels_times(decode_graph):
 def test_policy_list_is_one_line_each():
     rows = [("a", "built-in", "first"), ("bb", "plugin m:C", "second")]
     text = format_policy_list(rows, default="a")
-    assert text.splitlines() == ["a   first (default)", "bb  second [plugin m:C]"]
+    assert text.splitlines() == ["a   first (default)", "bb  second [plugin]"]
+    long = format_policy_list([("p", "plugin m:C", "x" * 200)], default="a")
+    assert len(long) == 80 and long.endswith("... [plugin]")

@@ -43,6 +43,7 @@ def test_list_has_one_line_per_policy(capsys):
     assert names[: len(BUILTIN_POLICIES)] == list(BUILTIN_POLICIES)
     assert sum("(default)" in line for line in out) == 1
     assert out[names.index("critical-path")].endswith("(default)")
+    assert max(len(line) for line in out) <= 80
 
 
 def test_json_and_trace_outputs(tmp_path, capsys):

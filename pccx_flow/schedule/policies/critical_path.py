@@ -17,7 +17,7 @@ from pccx_flow.schedule.timeline import Timeline
 
 class CriticalPath(Policy):
     name = "critical-path"
-    description = "HLFET: highest static b-level first, earliest-start lane (default)"
+    description = "HLFET: highest static b-level first, earliest start"
 
     def schedule(self, problem: SchedulingProblem, timeline: Timeline) -> None:
         level = bottom_levels(problem)

@@ -16,7 +16,7 @@ from pccx_flow.schedule.timeline import Timeline
 
 class Dls(Policy):
     name = "dls"
-    description = "DLS: highest dynamic level (b-level - start + lane speed-up) first"
+    description = "DLS: highest dynamic level (b-level - start + lane speed-up)"
 
     def schedule(self, problem: SchedulingProblem, timeline: Timeline) -> None:
         level = bottom_levels(problem)

@@ -15,7 +15,7 @@ from pccx_flow.schedule.timeline import Timeline
 
 class Etf(Policy):
     name = "etf"
-    description = "ETF: earliest-starting (node, lane) pair first, b-level breaks ties"
+    description = "ETF: earliest (node, lane) start first, b-level breaks ties"
 
     def schedule(self, problem: SchedulingProblem, timeline: Timeline) -> None:
         level = bottom_levels(problem)

@@ -16,7 +16,7 @@ from pccx_flow.schedule.timeline import Timeline
 
 class ProgramOrder(Policy):
     name = "program-order"
-    description = "in-order issue in program order, earliest-start lane (the naive baseline)"
+    description = "naive baseline: in-order issue in program order, earliest lane"
 
     def schedule(self, problem: SchedulingProblem, timeline: Timeline) -> None:
         last_start = 0
