@@ -269,3 +269,24 @@ def test_bad_scheduler_address_is_an_input_error(cfg):
         )
     with pytest.raises(InputError, match="unknown scheduler"):
         execute_step(handmade_graph(cfg, 0), None, state, kernels="handmade", scheduler="gpu")
+
+
+def test_fusion_groups_cover_every_node_once_and_stay_acyclic(tiny_config):
+    from pccx_flow.execute.fuse import fusion_groups, group_graph
+    from pccx_flow.graph.build import build_decode_graph
+
+    g = build_decode_graph(tiny_config, semantics="gemma3n", position=5)
+    order = list(plan_graph(g))
+    for tile_group in (1, 8):
+        groups = fusion_groups(g, order, tile_group)
+        members = [n for ms in groups.values() for n in ms]
+        assert sorted(members) == sorted(order)
+        assert nx.is_directed_acyclic_graph(group_graph(g, groups))
+        assert len(groups) < len(order)
+        # Only light nodes with a single consumer, or sibling GEMV tiles, share a task.
+        for root, ms in groups.items():
+            for n in ms:
+                if n != root and g.nodes[n]["op"] != "GEMV":
+                    assert g.out_degree(n) == 1
+    with_tiles = fusion_groups(g, order, 8)
+    assert any(len([n for n in ms if g.nodes[n]["op"] == "GEMV"]) > 1 for ms in with_tiles.values())
