@@ -1,0 +1,192 @@
+"""One E4B decode step on this CPU: Dask threaded vs the plain loop vs the reference decode.
+
+Each mode runs in its own child process (so its peak RSS is its own) and decodes the same
+step (position 0, token 2, fresh cache) once to warm up (numba compile, page cache) and then
+`--repeats` times; the table shows the median seconds per step and the child's peak RSS.
+``dask / loop`` is the overhead ratio of Dask (one task per node; ``dask-fused``: light nodes
+and sibling GEMV tiles grouped, see `pccx_flow.execute.fuse`) over calling the same kernels
+in a plain loop.
+The loop child also times every kernel kind, to show what dominates a step.
+
+All times are CPU wall times of this machine, not NPU estimates.
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_execute.py            # /work/ckpt/e4b-seed0
+    python benchmarks/bench_execute.py --weights DIR --repeats 3
+
+Writes benchmarks/results/execute.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_WEIGHTS = "/work/ckpt/e4b-seed0"
+MODES = ("dask", "dask-fused", "loop", "reference")
+TOKEN, POSITION = 2, 0
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def child(mode: str, weights: str, repeats: int, semantics: str) -> dict:
+    """Run one mode in this process; returns seconds per repeat and facts about the step."""
+    import numpy as np
+
+    from pccx_flow.weights.checkpoint import open_checkpoint
+
+    ckpt = open_checkpoint(weights)
+    cfg = ckpt.config
+    out: dict = {"mode": mode}
+    if mode == "reference":
+        from pccx_flow.reference.decode import decode_step, new_kv_cache
+
+        cache = new_kv_cache(cfg, semantics)
+
+        def step():
+            return decode_step(ckpt, TOKEN, POSITION, cache, semantics=semantics)
+
+    else:
+        from pccx_flow.execute import executor, runtime
+        from pccx_flow.execute.plan import plan_graph
+        from pccx_flow.execute.state import new_decode_state
+        from pccx_flow.graph.build import build_decode_graph
+
+        t0 = time.perf_counter()
+        graph = build_decode_graph(cfg, semantics=semantics, position=POSITION)
+        out["graph_build_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        calls = plan_graph(graph)
+        out["plan_s"] = time.perf_counter() - t0
+        out["nodes"] = graph.number_of_nodes()
+        out["edges"] = graph.number_of_edges()
+        state = new_decode_state(cfg, semantics, token_id=TOKEN, position=POSITION)
+        if mode in ("dask", "dask-fused"):
+            fuse = mode == "dask-fused"
+
+            def step():
+                return executor.execute_step(
+                    graph, ckpt, state, commit=False, calls=calls, fuse=fuse
+                ).logits
+
+        else:
+            per_kernel: dict[str, float] = defaultdict(float)
+            real_run_node = runtime.run_node
+
+            def timed_run_node(call, *args):
+                t = time.perf_counter()
+                try:
+                    return real_run_node(call, *args)
+                finally:
+                    per_kernel[call.kernel] += time.perf_counter() - t
+
+            def step():
+                per_kernel.clear()
+                return executor.run_sequential(graph, ckpt, state, commit=False, calls=calls)
+
+            import pccx_flow.execute.loop as loop_module
+
+            loop_module.run_node = timed_run_node
+            out["per_kernel_s"] = per_kernel
+
+    logits = step()  # warm-up: numba compile, page cache
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        logits = step()
+        times.append(time.perf_counter() - t0)
+    out["seconds"] = times
+    out["median_s"] = statistics.median(times)
+    out["peak_rss_mib"] = _peak_rss_mib()
+    out["argmax"] = int(np.argmax(logits))
+    out["logits_head"] = [float(v) for v in np.asarray(logits[:4])]
+    if "per_kernel_s" in out:
+        out["per_kernel_s"] = dict(sorted(out["per_kernel_s"].items(), key=lambda kv: -kv[1]))
+    np.save(f"/tmp/bench_execute_{mode}_{os.getpid()}.npy", logits, allow_pickle=False)
+    out["logits_file"] = f"/tmp/bench_execute_{mode}_{os.getpid()}.npy"
+    return out
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--weights", default=DEFAULT_WEIGHTS)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--semantics", default="pccx")
+    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args.child, args.weights, args.repeats, args.semantics)))
+        return 0
+    if not (Path(args.weights) / "manifest.json").is_file():
+        print(f"no complete checkpoint at {args.weights} (manifest.json missing)", file=sys.stderr)
+        return 2
+    import numpy as np
+
+    results = {}
+    for mode in args.modes.split(","):
+        cmd = [sys.executable, __file__, "--child", mode, "--weights", args.weights]
+        cmd += ["--repeats", str(args.repeats), "--semantics", args.semantics]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode:
+            print(proc.stderr, file=sys.stderr)
+            return 1
+        results[mode] = json.loads(proc.stdout.strip().splitlines()[-1])
+    logits = {m: np.load(r.pop("logits_file"), allow_pickle=False) for m, r in results.items()}
+    summary = {
+        "weights": args.weights,
+        "semantics": args.semantics,
+        "position": POSITION,
+        "cpu_count": os.cpu_count(),
+        "note": "CPU wall times on this machine; not NPU estimates",
+        "modes": results,
+    }
+    for m in ("dask", "dask-fused"):
+        if m in results and "loop" in results:
+            ratio = results[m]["median_s"] / results["loop"]["median_s"]
+            summary[f"{m}_over_loop"] = ratio
+    if "reference" in logits:
+        ref = logits["reference"].astype(np.float64)
+        for m in logits:
+            if m != "reference":
+                summary[f"{m}_max_abs_diff_vs_reference"] = float(np.abs(logits[m] - ref).max())
+    print(f"E4B decode step ({args.semantics}, position {POSITION}) on {os.cpu_count()} cores,")
+    print(f"median of {args.repeats} after one warm-up; CPU times, not NPU estimates")
+    print(f"{'mode':<10} {'s/step':>8} {'peak RSS MiB':>13}")
+    for m, r in results.items():
+        print(f"{m:<10} {r['median_s']:8.3f} {r['peak_rss_mib']:13.0f}")
+    for m in ("dask", "dask-fused"):
+        if f"{m}_over_loop" in summary:
+            print(f"{m} / loop overhead ratio: {summary[f'{m}_over_loop']:.2f}")
+    for k, v in summary.items():
+        if k.endswith("_vs_reference"):
+            print(f"{k}: {v:.2e}")
+    if "loop" in results:
+        top = list(results["loop"]["per_kernel_s"].items())[:6]
+        print("loop time by kernel: " + ", ".join(f"{k} {v:.3f}s" for k, v in top))
+        print(
+            f"nodes {results['loop']['nodes']}, graph build {results['loop']['graph_build_s']:.2f}"
+            f" s, plan {results['loop']['plan_s']:.2f} s"
+        )
+    out = HERE / "results" / "execute.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
