@@ -119,8 +119,12 @@ def load_policy_class(spec: str) -> Any:
     )
 
 
-def make_policy(spec: str, *, seed: int = 0) -> Any:
-    """An instance of the policy `spec` names, given `seed` when its constructor takes one."""
+def make_policy(spec: str, *, seed: int = 0, **options: Any) -> Any:
+    """An instance of the policy `spec` names, built with the options its constructor takes.
+
+    `seed` is passed only to policies that take one (the CLI always has a seed); any other
+    option the constructor does not take is a `PolicyError`.
+    """
     cls = load_policy_class(spec)
     if not inspect.isclass(cls):
         raise PolicyError(
@@ -129,7 +133,20 @@ def make_policy(spec: str, *, seed: int = 0) -> Any:
         )
     try:
         params = inspect.signature(cls).parameters
-        policy = cls(seed=seed) if "seed" in params else cls()
+    except (TypeError, ValueError):
+        params = {}
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    unknown = sorted(k for k in options if k not in params and not takes_any)
+    if unknown:
+        raise PolicyError(
+            f"policy {spec!r} takes no option {unknown[0]!r}; it takes: "
+            f"{', '.join(k for k in params if k != 'self') or 'no options'}"
+        )
+    kwargs = dict(options)
+    if "seed" in params or takes_any:
+        kwargs["seed"] = seed
+    try:
+        policy = cls(**kwargs)
     except Exception as exc:
         raise PolicyError(
             f"policy {spec!r} could not be created: {type(exc).__name__}: {exc}"
@@ -224,8 +241,11 @@ def run_policy(
     policy: str | Any = DEFAULT_POLICY,
     *,
     seed: int = 0,
+    **options: Any,
 ) -> Schedule:
     """Schedule a decode graph (with a profile) or a ready-made problem with one policy.
+
+    `seed` and `options` go to the policy's constructor (see `make_policy`).
 
     `policy` is a name (see module docstring) or a policy instance. The schedule returned has
     passed `validate_schedule`.
@@ -250,7 +270,7 @@ def run_policy(
         profile_name = profile.name
     if isinstance(policy, str):
         label = policy
-        instance = make_policy(policy, seed=seed)
+        instance = make_policy(policy, seed=seed, **options)
     else:
         instance = policy
         label = str(getattr(policy, "name", "") or type(policy).__name__)

@@ -214,3 +214,10 @@ def test_unknown_name_also_lists_plugins(entry_point_plugin):
 def test_policy_instance_can_be_passed_directly(heft_problem):
     schedule = run_policy(heft_problem, policy=BUILTIN_POLICIES["heft"]())
     assert schedule.makespan == 80
+
+
+def test_options_go_to_the_constructor(heft_problem):
+    a = run_policy(heft_problem, policy="random", seed=3)
+    assert a.slots == run_policy(heft_problem, policy="random", seed=3).slots
+    with pytest.raises(PolicyError, match="policy 'heft' takes no option 'depth'; it takes: seed"):
+        run_policy(heft_problem, policy="heft", depth=2)
