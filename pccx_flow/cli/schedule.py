@@ -156,7 +156,8 @@ def run(args: argparse.Namespace) -> int:
         "preset": args.preset,
         "semantics": args.semantics,
         "position": args.position,
-        "layers": args.layers or f"0:{config.n_layers}",
+        "layers": f"{layers[0]}:{layers[1]}" if layers else f"0:{config.n_layers}",
+        "partial": layers is not None and layers != (0, config.n_layers),
     }
     print(format_summary(metrics, context))
     print(f"(scheduled in {t2 - t1:.2f} s of wall time on this machine)")

@@ -50,7 +50,7 @@ def format_summary(metrics: dict, context: dict | None = None, *, top_lanes: int
     est = metrics.get("estimate", "model estimate")
     span = metrics["makespan_cycles"]
     lines = [f"pccx-flow schedule: policy {metrics['policy']}, profile {metrics['profile']}"]
-    keys = ("preset", "semantics", "position", "layers")
+    keys = ("preset", "semantics", "position", "layers")  # "partial": only some layers
     graph_bits = [f"{k} {ctx[k]}" for k in keys if ctx.get(k) is not None]
     if graph_bits:
         lines.append(f"graph     {', '.join(graph_bits)}")
@@ -58,7 +58,11 @@ def format_summary(metrics: dict, context: dict | None = None, *, top_lanes: int
         f"size      {metrics['nodes']:,} nodes, {metrics['edges']:,} edges, "
         f"{metrics['lanes']} lanes"
     )
-    if hz:
+    if hz and ctx.get("partial"):
+        lines.append(f"makespan  {span:,} cycles = {_us(span, hz)} for layers {ctx.get('layers')}")
+        lines.append(f"          ({est}, {hz / 1e6:g} MHz core)")
+        lines.append("          part of a step only: no tok/s")
+    elif hz:
         tps = metrics.get("tokens_per_second")
         lines.append(f"makespan  {span:,} cycles = {_us(span, hz)}/token = {tps:.2f} tok/s")
         lines.append(f"          ({est}, {hz / 1e6:g} MHz core)")
@@ -70,7 +74,7 @@ def format_summary(metrics: dict, context: dict | None = None, *, top_lanes: int
     bounds = metrics["bounds_cycles"]
     for name in sorted(bounds, key=lambda k: -bounds[k]):
         c = bounds[name]
-        tps = _rate(hz / c) if hz and c else "-"
+        tps = _rate(hz / c) if hz and c and not ctx.get("partial") else "-"
         gap = _gap(span / c - 1) if c else "-"
         mark = "  <- largest" if name == metrics["largest_bound"] else ""
         lines.append(f"  {name[:26]:<26}{c:>14,}{tps:>11}  {gap}{mark}")

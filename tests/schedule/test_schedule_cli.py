@@ -63,6 +63,13 @@ def test_json_and_trace_outputs(tmp_path, capsys):
     assert "wrote" in capsys.readouterr().err
 
 
+def test_a_layer_range_is_not_shown_as_a_token_rate(capsys):
+    assert main([*TINY, "--layers", "2:4"]) == 0
+    out = capsys.readouterr().out
+    assert "for layers 2:4" in out and "part of a step only: no tok/s" in out
+    assert "/token" not in out
+
+
 def test_gantt_is_written(tmp_path):
     out = tmp_path / "g.svg"
     assert main([*TINY, "--gantt", str(out)]) == 0
