@@ -159,6 +159,8 @@ def run(args: argparse.Namespace) -> int:
         "layers": f"{layers[0]}:{layers[1]}" if layers else f"0:{config.n_layers}",
         "partial": layers is not None and layers != (0, config.n_layers),
     }
+    if context["partial"]:  # a few layers are not a token: no token rate anywhere
+        metrics["tokens_per_second"] = metrics["largest_bound_tokens_per_second"] = None
     print(format_summary(metrics, context))
     print(f"(scheduled in {t2 - t1:.2f} s of wall time on this machine)")
 

@@ -52,7 +52,8 @@ def test_json_and_trace_outputs(tmp_path, capsys):
     assert main(argv) == 0
     data = json.loads(out_json.read_text())
     assert data["policy"] == "critical-path" and data["profile"] == "v002-spec"
-    assert data["context"]["layers"] == "0:5"
+    assert data["context"]["layers"] == "0:5" and data["context"]["partial"]
+    assert data["metrics"]["tokens_per_second"] is None
     assert data["metrics"]["makespan_cycles"] == data["makespan_cycles"]
     assert data["metrics"]["estimate"] == "model estimate, profile v002-spec"
     assert len(data["slots"]) == data["metrics"]["nodes"]
