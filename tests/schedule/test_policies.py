@@ -123,7 +123,9 @@ def random_problems(draw):
     return SchedulingProblem(g, lanes, costs, comm=comm, resources=resources, pools=pools)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(random_problems(), st.integers(0, 3))
 def test_every_policy_valid_and_above_the_lower_bound(problem, seed):
     bound = oracle_lower_bound(problem)
@@ -200,7 +202,9 @@ def dls_value(timeline, n):
     return -best[0], best[1]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(random_problems())
 def test_lazy_dynamic_policies_match_a_plain_loop(problem):
     level = bottom_levels(problem)
