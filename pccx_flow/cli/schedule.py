@@ -32,8 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "schedule",
         help="schedule one decode step onto the NPU lanes and summarise it",
-        description="Build the decode-step DAG, schedule it with a list-scheduling policy, "
-        "validate the schedule and print makespan, bounds, utilisation, LAuReL overlap and "
+        description="Build the decode-step DAG, schedule it with a list-scheduling policy,\n"
+        "validate the schedule and print makespan, bounds, utilisation, LAuReL overlap and\n"
         "PLE slack (all model estimates).",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
