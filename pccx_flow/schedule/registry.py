@@ -57,6 +57,12 @@ BUILTIN_POLICIES: dict[str, type[Policy]] = {
 }
 
 
+def _one_line(exc: BaseException, limit: int = 240) -> str:
+    """A plugin's exception text on one line (errors reach the user as a single line)."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def plugin_entry_points() -> dict[str, Any]:
     """Installed entry points of group ``pccx_flow.schedulers`` by name (not yet loaded)."""
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
@@ -74,7 +80,7 @@ def list_policies() -> list[tuple[str, str, str]]:
         try:
             desc = str(getattr(ep.load(), "description", "") or "")
         except Exception as exc:  # noqa: BLE001 - a broken plugin must not break --list
-            desc = f"(cannot be loaded: {type(exc).__name__}: {exc})"
+            desc = f"(cannot be loaded: {type(exc).__name__}: {_one_line(exc)})"
         rows.append((name, f"plugin {ep.value}", desc))
     return rows
 
@@ -96,7 +102,7 @@ def load_policy_class(spec: str) -> Any:
         except Exception as exc:
             raise PolicyError(
                 f"policy plugin {spec!r} ({eps[spec].value}) failed to load: "
-                f"{type(exc).__name__}: {exc}"
+                f"{type(exc).__name__}: {_one_line(exc)}"
             ) from exc
     if ":" in spec:
         module_name, _, attr = spec.partition(":")
@@ -105,7 +111,7 @@ def load_policy_class(spec: str) -> Any:
         except Exception as exc:
             raise PolicyError(
                 f"cannot import policy module {module_name!r} from {spec!r}: "
-                f"{type(exc).__name__}: {exc}"
+                f"{type(exc).__name__}: {_one_line(exc)}"
             ) from exc
         obj = module
         for part in attr.split("."):
@@ -149,7 +155,7 @@ def make_policy(spec: str, *, seed: int = 0, **options: Any) -> Any:
         policy = cls(**kwargs)
     except Exception as exc:
         raise PolicyError(
-            f"policy {spec!r} could not be created: {type(exc).__name__}: {exc}"
+            f"policy {spec!r} could not be created: {type(exc).__name__}: {_one_line(exc)}"
         ) from exc
     if not callable(getattr(policy, "schedule", None)):
         raise PolicyError(
@@ -208,9 +214,9 @@ def run_on_problem(
     try:
         result = policy.schedule(problem, timeline)
     except PccxFlowError as exc:
-        raise PolicyError(f"policy {label} failed: {exc}") from exc
+        raise PolicyError(f"policy {label} failed: {_one_line(exc)}") from exc
     except Exception as exc:
-        raise PolicyError(f"policy {label} raised {type(exc).__name__}: {exc}") from exc
+        raise PolicyError(f"policy {label} raised {type(exc).__name__}: {_one_line(exc)}") from exc
     if result is None:
         missing = timeline.unplaced()
         if missing:
@@ -231,7 +237,7 @@ def run_on_problem(
     try:
         validate_schedule(schedule, problem)
     except ScheduleError as exc:
-        raise PolicyError(f"policy {label} produced an invalid schedule: {exc}") from exc
+        raise PolicyError(f"policy {label} produced an invalid schedule: {_one_line(exc)}") from exc
     return schedule
 
 

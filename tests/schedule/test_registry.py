@@ -54,6 +54,11 @@ class Raises:
         raise RuntimeError("boom")
 
 
+class RaisesLines:
+    def schedule(self, problem, timeline):
+        raise ValueError("first line\\n  second line\\n" + "x" * 500)
+
+
 class Overlapping:
     def schedule(self, problem, timeline):
         return {node: ("p1", 0) for node in problem.order}
@@ -162,10 +167,11 @@ def test_unimportable_module():
         make_policy("no_such_mod_xyz:Thing")
 
 
-def test_policy_error_is_one_line(plugin_module, heft_problem):
+@pytest.mark.parametrize("cls", ["Overlapping", "RaisesLines"])
+def test_policy_error_is_one_line(plugin_module, heft_problem, cls):
     with pytest.raises(PolicyError) as info:
-        run_policy(heft_problem, policy=f"{plugin_module}:Overlapping")
-    assert "\n" not in str(info.value)
+        run_policy(heft_problem, policy=f"{plugin_module}:{cls}")
+    assert "\n" not in str(info.value) and len(str(info.value)) < 400
 
 
 @pytest.fixture
