@@ -259,9 +259,10 @@ def problem_from_graph(graph: nx.DiGraph, profile: Any) -> SchedulingProblem:
                 f"node {n!r} needs a {cls!r} lane but profile {profile.name!r} has none; "
                 f"add one under [lanes]"
             )
-        cycles = int(node_cycles(attrs, profile))
+        view = attrs if "id" in attrs else {**attrs, "id": n}  # so cost errors name the node
+        cycles = int(node_cycles(view, profile))
         costs[n] = {name: cycles for name in names}
-        resources[n] = tuple(node_resources(attrs, profile))
+        resources[n] = tuple(node_resources(view, profile))
     return SchedulingProblem(
         graph,
         lanes,

@@ -114,3 +114,10 @@ def test_problem_from_graph_without_a_lane_class():
     g.add_node("x", op="GEMV", lane_class="npu", macs=1, weight_bytes=0)
     with pytest.raises(ProfileError, match="needs a 'npu' lane but profile 'v002-spec' has none"):
         problem_from_graph(g, load_profile("v002-spec"))
+
+
+def test_a_node_the_cost_model_rejects_is_named():
+    g = nx.DiGraph()
+    g.add_node("L00.attn.bad", op="CVO", lane_class="sfu", func="TANH", elements=4)
+    with pytest.raises(GraphError, match="L00.attn.bad"):
+        problem_from_graph(g, load_profile("v002-spec"))
