@@ -38,19 +38,19 @@ _OPEN_LOCK = threading.Lock()
 _OPENED: dict[str, Any] = {}
 
 
-def _open_cached(path: str):
+def _open_cached(path: str, config=None):
     """The checkpoint at `path`, opened once per process (used on worker processes)."""
     with _OPEN_LOCK:
         ckpt = _OPENED.get(path)
         if ckpt is None:
             from pccx_flow.weights.checkpoint import open_checkpoint
 
-            ckpt = _OPENED[path] = open_checkpoint(path)
+            ckpt = _OPENED[path] = open_checkpoint(path, config)
         return ckpt
 
 
-def _weights_from_path(path: str) -> WeightsRef:
-    return WeightsRef(_open_cached(path), path)
+def _weights_from_path(path: str, config=None) -> WeightsRef:
+    return WeightsRef(_open_cached(path, config), path)
 
 
 class WeightsRef:
@@ -65,7 +65,7 @@ class WeightsRef:
     def __reduce__(self):
         if self.path is None:
             return (WeightsRef, (self.checkpoint, None))
-        return (_weights_from_path, (self.path,))
+        return (_weights_from_path, (self.path, getattr(self.checkpoint, "config", None)))
 
 
 # Kernel tables by name, resolved once per process (the task ships only the name).

@@ -290,3 +290,16 @@ def test_fusion_groups_cover_every_node_once_and_stay_acyclic(tiny_config):
                     assert g.out_degree(n) == 1
     with_tiles = fusion_groups(g, order, 8)
     assert any(len([n for n in ms if g.nodes[n]["op"] == "GEMV"]) > 1 for ms in with_tiles.values())
+
+
+def test_weights_travel_as_a_path_and_open_once_per_process(tiny_ckpt):
+    import pickle
+
+    ref = WeightsRef(tiny_ckpt)
+    blob = pickle.dumps(ref)
+    assert len(blob) < 4096  # a path and a config, not arrays
+    a, b = pickle.loads(blob), pickle.loads(blob)
+    assert a.checkpoint is b.checkpoint  # opened once, then reused
+    assert a.path == str(tiny_ckpt.path)
+    key = "layers.0.input_layernorm.weight"
+    np.testing.assert_array_equal(a.checkpoint.tensor(key), tiny_ckpt.tensor(key))
