@@ -52,6 +52,12 @@ def check_graph_matches_state(graph: nx.DiGraph, state: DecodeState) -> None:
         raise InputError(
             f"graph uses semantics {meta['semantics']!r} but the decode state {state.semantics!r}"
         )
+    layers = meta.get("layers")
+    if layers is not None and list(layers) != [0, state.config.n_layers]:
+        raise InputError(
+            f"graph covers layers {layers[0]}..{layers[1] - 1} only; execute needs the whole "
+            "step (build it without layers=)"
+        )
     if meta.get("config") is not None and meta["config"] != state.config.name:
         raise InputError(
             f"graph was built for config {meta['config']!r} but the state is {state.config.name!r}"

@@ -14,8 +14,8 @@ Two kinds of value cross the step boundary, and both are described here so every
 handles them the same way:
 
 - values from the state into the step (`step_externals`): the token id and position are in
-  `StepContext`; KV rows of earlier positions are handed to the KV-read nodes as
-  ``external = {"k_past": ..., "v_past": ...}``;
+  `StepContext`; KV rows of earlier positions are handed to each KV-read node as
+  ``external = {"rows": cache[layer][a:p]}``;
 - values from the step into the state (`step_kv_rows`, `step_logits`): the KV-write nodes'
   outputs, committed after the step, and the logits.
 """

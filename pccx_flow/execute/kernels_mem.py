@@ -16,13 +16,10 @@ from pccx_flow.execute.operands import F32, operands, vector
 
 KV_WRITE_KERNELS = ("kv_write",)
 KV_READ_KERNELS = ("kv_read",)
-STATE_READ_KERNELS = ("state_read",)
 
 
 def kv_read_externals(call, state) -> dict | None:
-    """For a KV-read node: ``{"rows": cache[layer][a:p]}`` copied from the state."""
-    if call.kernel in STATE_READ_KERNELS:
-        return state_read_externals(call, state)
+    """For a KV-read node: ``{"rows": cache[layer][a:p]}`` copied from the state, else None."""
     if call.kernel not in KV_READ_KERNELS:
         return None
     p = call.params
@@ -35,27 +32,6 @@ def kv_read_externals(call, state) -> dict | None:
         )
     cache = state.k_cache if p["kind"] == "k" else state.v_cache
     return {"rows": np.array(cache[layer, a:b], copy=True)}
-
-
-def state_read_externals(call, state) -> dict:
-    """For a cut graph's entry node: the value the state carries for it (``state.carry``)."""
-    p = call.params
-    field = p["field"]
-    carry = getattr(state, "carry", None) or {}
-    if field == "xs":
-        key = ("xs", int(p["row"]))
-    elif field == "pli":
-        key = ("pli", int(p["layer"]))
-    elif field == "kv_new":
-        key = ("kv_new", int(p["cache_layer"]), p["kind"])
-    else:
-        raise ExecutionError(f"node {call.node}: unknown state field {field!r}")
-    if key not in carry:
-        raise ExecutionError(
-            f"node {call.node} needs {key} from the state: a graph cut at a later layer needs "
-            "the values entering that layer in state.carry"
-        )
-    return {"value": np.asarray(carry[key])}
 
 
 def kv_write_rows(calls: dict, results: dict[str, tuple]) -> dict[int, tuple]:
@@ -97,6 +73,11 @@ def kv_read(call, inputs, ctx, weights, external):
 
 
 def state_read(call, inputs, ctx, weights, external):
+    """The value a cut graph (``layers=(a, b)``, a > 0) takes from outside: ``external["value"]``.
+
+    `execute` refuses cut graphs (their entry values and partial KV commits are not part of
+    `DecodeState`), so only a caller that supplies ``external`` itself reaches this kernel.
+    """
     return np.array(external["value"], copy=True)
 
 

@@ -303,3 +303,11 @@ def test_weights_travel_as_a_path_and_open_once_per_process(tiny_ckpt):
     assert a.path == str(tiny_ckpt.path)
     key = "layers.0.input_layernorm.weight"
     np.testing.assert_array_equal(a.checkpoint.tensor(key), tiny_ckpt.tensor(key))
+
+
+def test_cut_graphs_are_refused(tiny_config):
+    from pccx_flow.graph.build import build_decode_graph
+
+    g = build_decode_graph(tiny_config, position=0, layers=(2, 10))
+    with pytest.raises(InputError, match="layers 2..9 only"):
+        run_sequential(g, None, new_decode_state(tiny_config, "pccx"))
