@@ -12,6 +12,7 @@ Dask, to measure what Dask costs.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from dataclasses import dataclass
 from typing import Any
@@ -108,26 +109,37 @@ def _client_for(client: Any, scheduler: Any):
     return None, False
 
 
+def _annotations(step: DaskStep) -> dict:
+    """`dask.annotate` arguments: callables of the key (lane_class; lane and priority too
+    when the step was scheduled)."""
+    ann = step.annotations
+    out = {"lane_class": lambda k: ann[k]["lane_class"]}
+    if ann and "priority" in next(iter(ann.values())):
+        out["lane"] = lambda k: ann[k]["lane"]
+        out["priority"] = lambda k: ann[k]["priority"]
+    return out
+
+
+@contextlib.contextmanager
+def connect(client: Any = None, scheduler: Any = None):
+    """The distributed client to run on (given, or connected to the address in `scheduler`
+    and closed on exit), or None for the local schedulers."""
+    dist, owned = _client_for(client, scheduler)
+    try:
+        yield dist
+    finally:
+        if owned:
+            dist.close()
+
+
 def run_dask_step(
     step: DaskStep, keys: list[str], *, client: Any = None, scheduler: Any = None
 ) -> list:
     """Compute `keys` of a Dask step on the chosen scheduler; returns their values in order."""
-    dist, owned = _client_for(client, scheduler)
-    if dist is not None:
-        try:
-            ann = step.annotations
-            with dask.annotate(
-                lane_class=lambda k: ann[k]["lane_class"],
-                **(
-                    {"lane": lambda k: ann[k]["lane"], "priority": lambda k: ann[k]["priority"]}
-                    if ann and "priority" in next(iter(ann.values()))
-                    else {}
-                ),
-            ):
+    with connect(client, scheduler) as dist:
+        if dist is not None:
+            with dask.annotate(**_annotations(step)):
                 return dist.get(step.dsk, keys, sync=True)
-        finally:
-            if owned:
-                dist.close()
     if scheduler in (None, "threads", "threaded"):
         return dask.threaded.get(step.dsk, keys)
     if scheduler in ("sync", "synchronous"):

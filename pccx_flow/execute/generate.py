@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from pccx_flow.errors import InputError
-from pccx_flow.execute.executor import execute
+from pccx_flow.execute.executor import connect, execute
 from pccx_flow.execute.runtime import WeightsRef
 from pccx_flow.execute.state import check_token_id, new_decode_state
 from pccx_flow.model.config import check_semantics
@@ -142,36 +142,44 @@ def generate(
     history = list(prompt)
     result = ExecutedGeneration()
     bar = _progress_bar(n_positions, progress)
-    try:
-        for position in range(n_positions):
-            graph, schedule = build(position)
-            token_in = state.token_id
-            t0 = time.perf_counter()
-            logits = execute(
-                graph, ref, state, schedule=schedule, client=client, scheduler=scheduler, fuse=fuse
-            )
-            seconds = time.perf_counter() - t0
-            result.logits.append(logits)
-            result.step_seconds.append(seconds)
-            if on_step is not None:
-                on_step(position, token_in, logits, seconds, state)
+    # One connection for the whole run when `scheduler` is an address.
+    with connect(client, scheduler) as dist:
+        try:
+            for position in range(n_positions):
+                graph, schedule = build(position)
+                token_in = state.token_id
+                t0 = time.perf_counter()
+                logits = execute(
+                    graph,
+                    ref,
+                    state,
+                    schedule=schedule,
+                    client=dist,
+                    scheduler=None if dist is not None else scheduler,
+                    fuse=fuse,
+                )
+                seconds = time.perf_counter() - t0
+                result.logits.append(logits)
+                result.step_seconds.append(seconds)
+                if on_step is not None:
+                    on_step(position, token_in, logits, seconds, state)
+                if bar is not None:
+                    bar.update(1)
+                if position + 1 < len(prompt):
+                    state.token_id = prompt[position + 1]
+                    continue
+                token = sample_next_token(
+                    logits,
+                    history=history,
+                    temperature=temperature,
+                    top_p=top_p,
+                    repetition_penalty=repetition_penalty,
+                    rng=rng,
+                )
+                result.tokens.append(token)
+                history.append(token)
+                state.token_id = token
+        finally:
             if bar is not None:
-                bar.update(1)
-            if position + 1 < len(prompt):
-                state.token_id = prompt[position + 1]
-                continue
-            token = sample_next_token(
-                logits,
-                history=history,
-                temperature=temperature,
-                top_p=top_p,
-                repetition_penalty=repetition_penalty,
-                rng=rng,
-            )
-            result.tokens.append(token)
-            history.append(token)
-            state.token_id = token
-    finally:
-        if bar is not None:
-            bar.close()
+                bar.close()
     return result

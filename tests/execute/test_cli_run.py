@@ -54,3 +54,24 @@ def test_bad_input_is_one_line_and_exit_two(tiny_ckpt_dir, capsys, args, message
     assert rc == 2
     assert message in err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_run_on_a_scheduler_address(tiny_ckpt, tiny_ckpt_dir, capsys):
+    """--scheduler tcp://...: one client for the run; tokens as the reference's."""
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        processes=False,
+        n_workers=1,
+        threads_per_worker=2,
+        protocol="tcp",
+        host="127.0.0.1",
+        dashboard_address=None,
+    ) as cluster:
+        address = cluster.scheduler_address
+        assert address.startswith("tcp://127.0.0.1:")
+        rc = main(["run", "--weights", str(tiny_ckpt_dir), "--steps", "2", "--fuse",
+                   "--no-progress", "--scheduler", address])  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 0 and "(distributed;" in out
+    assert _generated(out) == reference_generate(tiny_ckpt, [2], 2).tokens
