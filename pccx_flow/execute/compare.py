@@ -9,9 +9,14 @@ step can move by ~1e-4 although neither implementation is wrong. Measured on ``t
 the same earlier KV rows: 13 of 3,840 new KV elements flipped over 24 steps, and one of the
 24 steps exceeded 1e-4 (1.3e-4), with the numba or a float64 GEMV alike.
 
-`kv_rounding` counts flips and, more importantly, elements that differ by *more* than one
-float16 ulp, which no rounding explains. `step_verdict` applies the rule the CLI's
-``--check`` uses.
+`kv_rounding` counts flips and, more importantly, elements further apart than rounding and
+float32 drift explain. `step_verdict` applies the rule the CLI's ``--check`` uses.
+
+On E4B (35 layers, synthetic weights) float32 drift grows through the layers of one step:
+stream outputs differ by 3e-7 (layer 0) to ~1e-4 (layers 25-34) relative, logits by
+1e-4..2.5e-4 under gemma3n and, with float16 flips in the KV rows of all 20 cache layers,
+2.6e-3..5.3e-3 under pccx semantics, with the same argmax. The 1e-4 / 1e-3 logit rule holds
+on ``tiny``; on E4B it reports those steps as failed.
 """
 
 from __future__ import annotations
@@ -26,29 +31,31 @@ FLIP_LOGIT_TOLERANCE = 1e-3  # ... of a step whose float16 KV rows contain round
 
 @dataclass(frozen=True)
 class KVRounding:
-    flips: int  # float16 elements exactly one ulp apart
-    beyond: int  # elements further apart than one float16 ulp (or any float32 difference > tol)
+    flips: int  # float16 elements that differ (each by rounding the other way, at least)
+    beyond: int  # elements further apart than rounding and float32 drift explain
 
 
-def kv_rounding(ours: np.ndarray, theirs: np.ndarray, *, f32_tol: float = 1e-4) -> KVRounding:
+# A structural mistake (wrong norm, pairing, cache slot) moves K/V by O(1) of the row's scale;
+# float32 drift between two implementations after 35 layers is ~1e-4 of it (measured on E4B).
+KV_ROW_TOLERANCE = 1e-3
+
+
+def kv_rounding(ours: np.ndarray, theirs: np.ndarray) -> KVRounding:
     """Compare two new KV rows stored in the cache dtype.
 
-    float16: equal elements are fine, one-ulp neighbours are flips, anything else is beyond.
-    float32 (gemma3n semantics): no rounding to a coarse grid happens, so elements must agree
-    to `f32_tol` absolute; none count as flips.
+    An element is *beyond* when it differs by more than one float16 ulp of its own value plus
+    `KV_ROW_TOLERANCE` times the row's largest magnitude (near-zero elements have tiny
+    float16 ulps, so the row scale is the yardstick). Under float16 storage, differing
+    elements are counted as flips; float32 rows (gemma3n semantics) have none.
     """
     a = np.asarray(ours)
     b = np.asarray(theirs)
-    if a.dtype == np.float16 and b.dtype == np.float16:
-        ia = a.view(np.int16).astype(np.int32)
-        ib = b.view(np.int16).astype(np.int32)
-        # Map the sign-magnitude float16 bit patterns onto a monotonic integer line.
-        ia = np.where(ia < 0, -32768 - ia, ia)
-        ib = np.where(ib < 0, -32768 - ib, ib)
-        steps = np.abs(ia - ib)
-        return KVRounding(flips=int((steps == 1).sum()), beyond=int((steps > 1).sum()))
     diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
-    return KVRounding(flips=0, beyond=int((diff > f32_tol).sum()))
+    ulp = np.spacing(np.maximum(np.abs(a), np.abs(b)).astype(np.float16)).astype(np.float64)
+    scale = float(np.max(np.abs(b.astype(np.float64)), initial=0.0))
+    beyond = int((diff > ulp + KV_ROW_TOLERANCE * scale).sum())
+    flips = int((diff > 0).sum()) if a.dtype == np.float16 and b.dtype == np.float16 else 0
+    return KVRounding(flips=flips, beyond=beyond)
 
 
 def step_verdict(max_abs_diff: float, argmax_same: bool, kv: KVRounding) -> bool:
