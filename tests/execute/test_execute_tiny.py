@@ -216,14 +216,18 @@ def test_generation_produces_the_reference_tokens(tiny_ckpt, semantics, temperat
     assert len(got.step_seconds) == len(got.logits)
 
 
-def test_failing_kernel_is_an_execution_error_naming_the_node(tiny_ckpt, graphs):
+@pytest.mark.parametrize("where", ["threaded", "distributed", "fused"])
+def test_failing_kernel_is_an_execution_error_naming_the_node(
+    tiny_ckpt, graphs, local_client, where
+):
     def broken(call, inputs, ctx, weights, external):
         raise FloatingPointError("overflow in rotation")
 
     register_table("broken-rope", {**kernel_table("default"), "rope_combine": broken})
     state = new_decode_state(tiny_ckpt.config, "pccx", token_id=2)
+    kw = {"distributed": {"client": local_client}, "fused": {"fuse": True}}.get(where, {})
     with pytest.raises(ExecutionError) as info:
-        execute_step(graphs["pccx", 0], tiny_ckpt, state, kernels="broken-rope")
+        execute_step(graphs["pccx", 0], tiny_ckpt, state, kernels="broken-rope", **kw)
     msg = str(info.value)
     assert "rope" in msg and "kernel rope_combine" in msg and "overflow in rotation" in msg
     assert msg.startswith("node L") and "\n" not in msg
