@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import dask
@@ -66,8 +67,14 @@ def check_graph_matches_state(graph: nx.DiGraph, state: DecodeState) -> None:
 
 
 def as_weights_ref(weights: Any) -> WeightsRef:
-    """Wrap an opened checkpoint (or pass a `WeightsRef` through)."""
-    return weights if isinstance(weights, WeightsRef) else WeightsRef(weights)
+    """Wrap an opened checkpoint or a checkpoint directory (a `WeightsRef` passes through)."""
+    if isinstance(weights, WeightsRef):
+        return weights
+    if isinstance(weights, str | Path):
+        from pccx_flow.weights.checkpoint import open_checkpoint
+
+        return WeightsRef(open_checkpoint(weights))
+    return WeightsRef(weights)
 
 
 def prepare(graph: nx.DiGraph, state: DecodeState, calls: dict[str, NodeCall] | None = None):
@@ -204,7 +211,7 @@ def execute(
 ) -> np.ndarray:
     """Run one decode step of `graph` with Dask and return its logits (float32 ``[vocab]``).
 
-    `weights` is an opened checkpoint. The step runs on `dask.threaded.get` unless `client`
+    `weights` is an opened checkpoint (or its directory). The step runs on `dask.threaded.get` unless `client`
     (a `distributed.Client`) or `scheduler` (``"sync"`` or an address like
     ``tcp://127.0.0.1:8786``) says otherwise; on distributed, workers open the checkpoint
     from its path themselves. With a `schedule`, tasks carry its lanes and its order as
