@@ -211,14 +211,15 @@ def execute(
 ) -> np.ndarray:
     """Run one decode step of `graph` with Dask and return its logits (float32 ``[vocab]``).
 
-    `weights` is an opened checkpoint (or its directory). The step runs on `dask.threaded.get` unless `client`
-    (a `distributed.Client`) or `scheduler` (``"sync"`` or an address like
-    ``tcp://127.0.0.1:8786``) says otherwise; on distributed, workers open the checkpoint
-    from its path themselves. With a `schedule`, tasks carry its lanes and its order as
-    priorities. After the step the new K/V rows are committed into `state` and its position
-    advances by one (unless ``commit=False``). A failing kernel raises `ExecutionError`
-    naming the node. ``fuse=True`` folds light single-consumer nodes into their consumer's
-    task (`pccx_flow.execute.fuse`): fewer, larger tasks, the same kernels and numbers.
+    `weights` is an opened checkpoint (or its directory). The step runs on
+    `dask.threaded.get` unless `client` (a `distributed.Client`) or `scheduler` (``"sync"``
+    or an address like ``tcp://127.0.0.1:8786``) says otherwise; on distributed, workers
+    open the checkpoint from its path themselves. With a `schedule`, tasks carry its lanes
+    and its order as priorities (honoured by distributed; the threaded scheduler orders
+    tasks itself). After the step the new K/V rows are committed into `state` and its
+    position advances by one (unless ``commit=False``). A failing kernel raises
+    `ExecutionError` naming the node. ``fuse=True`` groups light single-consumer nodes and
+    sibling GEMV tiles into fewer tasks (`pccx_flow.execute.fuse`): same kernels, same bits.
     """
     return execute_step(
         graph,
