@@ -21,9 +21,11 @@ import copy
 
 import numpy as np
 import pytest
+from distributed.diagnostics.plugin import SchedulerPlugin
 
 from pccx_flow.errors import ExecutionError
 from pccx_flow.execute.compare import kv_rounding, step_verdict
+from pccx_flow.execute.dask_graph import schedule_priorities, task_key
 from pccx_flow.execute.executor import execute, execute_step, run_sequential
 from pccx_flow.execute.generate import generate
 from pccx_flow.execute.kernels import kernel_table, register_table
@@ -135,16 +137,48 @@ def test_schedule_priorities_and_plain_loop_compute_the_same(tiny_ckpt, graphs, 
         np.testing.assert_array_equal(a, b)
 
 
+class CaptureAnnotations(SchedulerPlugin):
+    """Records the annotations the scheduler resolved for every task it was given."""
+
+    name = "pccx-test-capture-annotations"
+
+    def __init__(self):
+        self.seen: dict[str, dict] = {}
+
+    def update_graph(self, scheduler, *, annotations=None, **kwargs):
+        for name, per_key in (annotations or {}).items():
+            self.seen.setdefault(name, {}).update(per_key)
+
+
 def test_distributed_in_process_cluster_with_schedule(tiny_ckpt, graphs, reference, local_client):
-    """One task per node, lanes and priorities from a HEFT schedule, at positions with past KV."""
+    """One task per node with lane class, lane and priority from a HEFT schedule, at a position
+    with past KV; the scheduler receives exactly the schedule's lanes and priorities."""
+    p = 4
+    g = graphs["pccx", p]
+    schedule = _schedule(g, "heft")
+    local_client.register_plugin(CaptureAnnotations())
     _decode(
         tiny_ckpt,
         graphs,
         reference,
         "pccx",
-        [4],
-        lambda g, st: execute(g, tiny_ckpt, st, client=local_client, schedule=_schedule(g, "heft")),
+        [p],
+        lambda g, st: execute(g, tiny_ckpt, st, client=local_client, schedule=schedule),
     )
+    seen = local_client.run_on_scheduler(
+        lambda dask_scheduler: dask_scheduler.plugins[CaptureAnnotations.name].seen
+    )
+    prio = schedule_priorities(schedule, list(g))
+    lanes = {n: schedule.slots[n].lane for n in g}
+    # Keys are <op>-<lane>-<node id>-s<position>-<run>: map them back to node ids.
+    prefix = {task_key(n, g.nodes[n], "", lanes[n]): n for n in g}
+    node_of = {k: prefix[k.rsplit("-", 2)[0] + "-"] for k in seen["priority"] if "-s4-" in k}
+    assert set(node_of.values()) == set(g)
+    for key, node in node_of.items():
+        assert seen["priority"][key] == prio[node]
+        assert seen["lane"][key] == lanes[node]
+        assert seen["lane_class"][key] == g.nodes[node]["lane_class"]
+    assert len(set(prio.values())) == len(prio)  # a strict order, not ties
 
 
 def test_fused_tasks_compute_the_same_numbers(tiny_ckpt, graphs, reference, local_client):
