@@ -18,7 +18,6 @@ import numpy as np
 
 from pccx_flow.errors import InputError
 from pccx_flow.execute.compare import (
-    FLIP_LOGIT_TOLERANCE,
     LOGIT_TOLERANCE,
     KVRounding,
     kv_rounding,
@@ -37,7 +36,9 @@ Times printed are CPU wall times of executing the graph on this machine, not NPU
 --check decodes each step with the reference too, from the same earlier KV rows, and exits
 with status 1 when a step's argmax differs, a new KV element differs by more than one
 float16 rounding step, or its logits differ by more than 1e-4 (1e-3 on a step whose float16
-KV rows rounded differently: such a flip alone moves logits by ~1e-4)."""
+KV rows rounded differently: such a flip alone moves logits by ~1e-4). On E4B, float32
+rounding differences grow through the 35 layers: measured 1e-4..2.5e-4 (gemma3n) and
+2.6e-3..5.3e-3 (pccx, float16 cache) with the same argmax; pass --tolerance to judge those."""
 
 
 def register(subparsers) -> None:
@@ -67,6 +68,12 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
     p.add_argument("--scheduler", metavar="ADDR", help="run on a distributed scheduler")
     p.add_argument("--check", action="store_true", help="compare every step to the reference")
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=LOGIT_TOLERANCE,
+        help="--check: max |logit difference| per step (default 1e-4; 10x on float16 flips)",
+    )
     p.add_argument("--dashboard", action="store_true", help="local cluster with a dashboard")
     p.add_argument(
         "--fuse",
@@ -90,6 +97,8 @@ def _check_options(args) -> None:
         raise InputError(f"--temperature must be >= 0, got {args.temperature}")
     if not 0 < args.top_p <= 1:
         raise InputError(f"--top-p must be in (0, 1], got {args.top_p}")
+    if not (math.isfinite(args.tolerance) and args.tolerance > 0):
+        raise InputError(f"--tolerance must be a positive number, got {args.tolerance}")
     if args.scheduler and args.dashboard:
         raise InputError("--scheduler and --dashboard exclude each other; choose one")
     if args.scheduler and "://" not in args.scheduler:
@@ -159,11 +168,12 @@ class _Checker:
     is `pccx_flow.execute.compare.step_verdict`.
     """
 
-    def __init__(self, ckpt, semantics: str):
+    def __init__(self, ckpt, semantics: str, tolerance: float):
         from pccx_flow.reference.decode import new_kv_cache
 
         self.ckpt = ckpt
         self.semantics = semantics
+        self.tolerance = tolerance
         self.cache = new_kv_cache(ckpt.config, semantics)
         self.rows: list[tuple[int, float, bool, KVRounding, bool]] = []
 
@@ -179,7 +189,7 @@ class _Checker:
         k = kv_rounding(state.k_cache[:, p], self.cache.k[:, p])
         v = kv_rounding(state.v_cache[:, p], self.cache.v[:, p])
         kv = KVRounding(k.flips + v.flips, k.beyond + v.beyond)
-        self.rows.append((p, diff, same, kv, step_verdict(diff, same, kv)))
+        self.rows.append((p, diff, same, kv, step_verdict(diff, same, kv, self.tolerance)))
 
     @property
     def ok(self) -> bool:
@@ -192,7 +202,7 @@ def run(args) -> int:
     _check_options(args)
     prompt = parse_prompt_ids(args.prompt_ids)
     with _checkpoint(args) as ckpt, _dashboard_client(args.dashboard) as client:
-        checker = _Checker(ckpt, args.semantics) if args.check else None
+        checker = _Checker(ckpt, args.semantics, args.tolerance) if args.check else None
         result = generate(
             ckpt,
             prompt,
@@ -230,8 +240,8 @@ def run(args) -> int:
     if checker:
         verdict = "OK" if checker.ok else "FAILED"
         print(
-            f"check against the reference decode: {verdict} (tolerance {LOGIT_TOLERANCE:g}, "
-            f"{FLIP_LOGIT_TOLERANCE:g} on steps whose float16 KV rows rounded differently)"
+            f"check against the reference decode: {verdict} (tolerance {args.tolerance:g}, "
+            f"{10 * args.tolerance:g} on steps whose float16 KV rows rounded differently)"
         )
         return 0 if checker.ok else 1
     return 0

@@ -42,6 +42,7 @@ def test_check_failure_exits_one(tiny_ckpt_dir, capsys, monkeypatch):
         (["--steps", "64", "--prompt-ids", "1,2"], "KV cache holds 64"),
         (["--scheduler", "localhost:8786"], "is not an address"),
         (["--temperature", "-1"], "--temperature must be >= 0"),
+        (["--tolerance", "0"], "--tolerance must be a positive number"),
         (["--semantics", "pccx", "--policy", "no-such-policy"], "unknown policy"),
     ],
 )

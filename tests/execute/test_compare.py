@@ -31,3 +31,6 @@ def test_verdict():
     assert not step_verdict(2e-3, True, KVRounding(1, 0))
     assert not step_verdict(0.0, False, KVRounding(0, 0))
     assert not step_verdict(0.0, True, KVRounding(0, 1))
+    assert step_verdict(5e-4, True, KVRounding(0, 0), tolerance=1e-3)
+    assert step_verdict(5e-3, True, KVRounding(2, 0), tolerance=1e-3)
+    assert not step_verdict(2e-2, True, KVRounding(2, 0), tolerance=1e-3)
