@@ -32,6 +32,11 @@ from pccx_flow.execute.state import DecodeState, commit_step
 
 _RUN_COUNTER = itertools.count()
 
+# Ready tasks handed to a worker thread per dispatch on the threaded scheduler (dask's
+# ``chunksize``; a ``chunksize`` in the dask config wins). Measured on one E4B step here:
+# 1 -> 2.1 s unfused / 1.15 s fused, 2 -> 1.7 s / 0.95 s, 4 -> 1.65 s / 1.07 s (loop 0.86 s).
+THREADED_CHUNKSIZE = 2
+
 
 @dataclass
 class StepOutputs:
@@ -148,7 +153,8 @@ def run_dask_step(
             with dask.annotate(**_annotations(step)):
                 return dist.get(step.dsk, keys, sync=True)
     if scheduler in (None, "threads", "threaded"):
-        return dask.threaded.get(step.dsk, keys)
+        chunksize = dask.config.get("chunksize", THREADED_CHUNKSIZE)
+        return dask.threaded.get(step.dsk, keys, chunksize=chunksize)
     if scheduler in ("sync", "synchronous"):
         return dask.get(step.dsk, keys)
     raise InputError(
