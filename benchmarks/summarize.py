@@ -1,0 +1,180 @@
+"""Print the benchmark results in `benchmarks/results/*.json` as the README's markdown tables.
+
+The README quotes exactly what this prints, so every number there traces back to a file a
+benchmark wrote:
+
+    python benchmarks/summarize.py
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _load(name: str) -> dict | None:
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def graph_section(d: dict) -> str:
+    rows = [
+        [
+            c["semantics"] + (f" + {c['profile']} costs" if c["profile"] else ""),
+            f"{c['nodes']:,}",
+            f"{c['edges']:,}",
+            f"{c['median_seconds']:.2f} s",
+            f"{c['tracemalloc_peak_mb']:.0f} MB",
+            f"{c['peak_rss_mb']:.0f} MB",
+        ]
+        for c in d["cases"]
+    ]
+    head = ["E4B graph, position 1023", "nodes", "edges", "build (median)", "traced peak", "RSS"]
+    return "**Building the decode DAG** (`bench_graph.py`; target < 1 s, < 300 MB)\n\n" + _table(
+        head, rows
+    )
+
+
+def schedulers_section(d: dict) -> str:
+    out = [
+        "**Scheduling the E4B step** (`bench_schedulers.py`; wall time is this machine's, "
+        "makespans are model estimates on the named profile; gaps are to the bandwidth/pool "
+        "bound of `pccx_flow.bounds` and to the tighter `pool_chain` bound)"
+    ]
+    for r in d["results"]:
+        rows = []
+        for p in sorted(r["policies"], key=lambda p: p["makespan_cycles"]):
+            rows.append(
+                [
+                    p["policy"],
+                    f"{p['schedule_seconds_median']:.2f} s",
+                    f"{p['makespan_cycles']:,}",
+                    f"{p['tokens_per_second_estimate']:.2f}",
+                    f"+{100 * p['gap_to_reference_bound']:.1f} %",
+                    f"+{100 * p['gap_to_largest_bound']:.1f} %",
+                    f"{p['vs_program_order']:.3f}",
+                ]
+            )
+        head = [
+            f"{r['profile']}",
+            "wall",
+            "makespan (cycles)",
+            "tok/s (estimate)",
+            "vs bound",
+            "vs pool_chain",
+            "vs program-order",
+        ]
+        out.append(_table(head, rows))
+    return "\n\n".join(out)
+
+
+def render_section(d: dict) -> str:
+    rows = [
+        [
+            f"{c['case']} ({c['format']})",
+            f"{c['median_seconds']:.2f} s",
+            str(c.get("nodes_drawn", c.get("slots", ""))),
+            f"{c['bytes'] / 1e3:.0f} kB",
+        ]
+        for c in d["cases"]
+    ]
+    return "**Rendering** (`bench_render.py`; target: whole step by block < 10 s)\n\n" + _table(
+        ["picture", "median", "nodes / slots", "size"], rows
+    )
+
+
+def weights_section(d: dict) -> str:
+    m = d["median"]
+    rows = [
+        [
+            "`weights synth --preset e4b` (3.60 GB)",
+            f"{m['synth_s']:.0f} s",
+            f"{m['synth_peak_rss_mib']:.0f} MiB",
+        ],
+        ["`weights verify` (851 tensors)", f"{m['verify_s']:.2f} s", ""],
+        [
+            "dequantise one W_gate (33.5 M values)",
+            f"{m['dequant_s']:.2f} s",
+            f"{m['read_peak_rss_mib']:.0f} MiB",
+        ],
+    ]
+    return f"**Checkpoints** (`bench_weights.py`, median of {d['runs']})\n\n" + _table(
+        ["operation", "seconds", "peak RSS"], rows
+    )
+
+
+def reference_section(d: dict) -> str:
+    m = d["median"]
+    rows = [
+        [
+            f"one E4B step, {d['semantics']}, position 0",
+            f"{m['seconds']:.1f} s",
+            f"{m['peak_rss_mb']:.0f} MB",
+            f"{m['peak_anon_mb']:.0f} MB",
+            "yes" if d["all_finite"] else "NO",
+        ]
+    ]
+    return (
+        f"**Reference decode** (`bench_reference.py`, median of {len(d['runs'])}; RSS includes "
+        "the mapped checkpoint pages, 'own' is what the decode allocates)\n\n"
+        + _table(["run", "seconds", "peak RSS", "own memory", "finite"], rows)
+    )
+
+
+def execute_section(d: dict) -> str:
+    names = {
+        "dask": "Dask threaded, one task per node",
+        "dask-fused": "Dask threaded, `--fuse`",
+        "loop": "same kernels, plain loop",
+        "reference": "reference decode",
+    }
+    rows = []
+    for key, label in names.items():
+        m = d["modes"].get(key)
+        if m:
+            rows.append([label, f"{m['median_s']:.2f} s", f"{m['peak_rss_mib']:.0f} MiB"])
+    ratios = (
+        f"Dask / loop: {d['dask_over_loop']:.2f}x unfused, "
+        f"{d['dask-fused_over_loop']:.2f}x fused; max abs logit difference to the reference "
+        f"{d['dask_max_abs_diff_vs_reference']:.1e}, same argmax."
+    )
+    return (
+        f"**Executing one E4B step on this CPU** (`bench_execute.py`, {d['semantics']}, "
+        f"position {d['position']}, median of 3; targets ≤ 2 s per step, Dask ≤ 1.2x the loop)"
+        "\n\n" + _table(["mode", "s/step", "peak RSS"], rows) + "\n\n" + ratios
+    )
+
+
+SECTIONS = {
+    "graph": graph_section,
+    "schedulers": schedulers_section,
+    "render": render_section,
+    "weights": weights_section,
+    "reference": reference_section,
+    "execute": execute_section,
+}
+
+
+def main(argv: list[str]) -> int:
+    parts = []
+    for name in argv or list(SECTIONS):
+        data = _load(name)
+        if data is None:
+            parts.append(f"*(no results/{name}.json yet: run benchmarks/bench_{name}.py)*")
+        else:
+            parts.append(SECTIONS[name](data))
+    print("\n\n".join(parts))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
