@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pccx_flow.cli.graph import DEFAULT_POSITION, add_build_args, build_from_args, phase_bar
+from pccx_flow.cli.common import DEFAULT_POSITION, add_step_args, step_from_args
+from pccx_flow.cli.graph import phase_bar
 
 EPILOG = f"""examples:
   pccx-flow check                              # E4B, pccx semantics, position {DEFAULT_POSITION}
@@ -30,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_build_args(p)
+    add_step_args(p)
     p.add_argument(
         "--profile",
         default="v002-spec",
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             what = str(args.graph)
         else:
             bar.set_description("building the graph")
-            graph = build_from_args(args)
+            graph = step_from_args(args).build()
             what = "built graph"
         bar.update()
         bar.set_description("checking invariants")

@@ -6,9 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from pccx_flow.cli.common import add_step_args, step_from_args
 from pccx_flow.errors import InputError
-
-DEFAULT_POSITION = 1023  # the same default as `pccx-flow schedule` and `render`
 
 EPILOG = """examples:
   pccx-flow graph export -o step.json                          # E4B step at position 1023
@@ -20,69 +19,6 @@ EPILOG = """examples:
 
 JSON is networkx node-link data; GraphML stores every attribute as JSON text. Both read back
 exactly with pccx_flow.graph.export.read_graph. Cycles from --profile are model estimates."""
-
-
-def add_build_args(p: argparse.ArgumentParser) -> None:
-    """The options that choose which decode step to build (shared with `pccx-flow check`)."""
-    p.add_argument("--preset", default="e4b", help="model preset: e4b or tiny (default: e4b)")
-    p.add_argument("--semantics", default="pccx", help="pccx or gemma3n (default: pccx)")
-    p.add_argument(
-        "--position",
-        type=int,
-        default=None,
-        metavar="N",
-        help=f"decode position (default: {DEFAULT_POSITION}, or the preset's last if smaller)",
-    )
-    p.add_argument(
-        "--layers", default=None, metavar="A:B", help="only decoder layers A..B-1 (default: all)"
-    )
-    p.add_argument(
-        "--tile-rows",
-        type=int,
-        default=512,
-        metavar="N",
-        help="GEMV output rows per tile (default: 512, one instruction's limit)",
-    )
-
-
-def parse_layers(text: str | None, n_layers: int) -> tuple[int, int] | None:
-    """``A:B`` (either side may be empty) as a half-open range, or None for every layer."""
-    if text is None:
-        return None
-    head, sep, tail = text.partition(":")
-    try:
-        if not sep:
-            a = int(head)
-            b = a + 1
-        else:
-            a = int(head) if head.strip() else 0
-            b = int(tail) if tail.strip() else n_layers
-    except ValueError:
-        raise InputError(f"--layers {text!r}: write A:B with integers, e.g. 0:5") from None
-    if not 0 <= a < b <= n_layers:
-        raise InputError(
-            f"--layers {text!r}: need 0 <= A < B <= {n_layers} (the preset has {n_layers} layers)"
-        )
-    return a, b
-
-
-def build_from_args(args: argparse.Namespace, profile=None):
-    """Build the graph the common options describe."""
-    from pccx_flow.graph.build import build_decode_graph
-    from pccx_flow.model.config import get_config
-
-    config = get_config(args.preset)
-    position = args.position
-    if position is None:
-        position = min(DEFAULT_POSITION, config.max_seq - 1)
-    return build_decode_graph(
-        config,
-        semantics=args.semantics,
-        position=position,
-        profile=profile,
-        tile_rows=args.tile_rows,
-        layers=parse_layers(args.layers, config.n_layers),
-    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -111,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="NAME|FILE",
         help="annotate model-estimate cycles from this hardware profile (e.g. v002-spec)",
     )
-    add_build_args(ex)
+    add_step_args(ex)
     ex.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     ex.set_defaults(func=run_export)
     kn = sub.add_parser(
@@ -155,7 +91,7 @@ def run_export(args: argparse.Namespace) -> int:
         profile = load_profile(args.profile)
     with phase_bar(2, args.no_progress) as bar:
         bar.set_description("building the graph")
-        graph = build_from_args(args, profile)
+        graph = step_from_args(args).build(profile)
         bar.update()
         bar.set_description(f"writing {fmt}")
         write_graph(graph, args.output, fmt)

@@ -6,10 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from pccx_flow.cli.common import add_step_args, parse_layers, step_from_args
 from pccx_flow.errors import InputError, RenderError
-
-# Same default as `pccx-flow schedule`, so a render with --policy shows that schedule.
-DEFAULT_POSITION = 1023
 
 # Graphviz lays out 440 nodes in under a second and 1,300 in about 15 s on this kind of
 # machine; the whole E4B step with tiles folded (4,400 nodes) did not finish in 250 s.
@@ -49,7 +47,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="OUT.svg|png|pdf|dot",
         help="picture to write; the suffix picks the format",
     )
-    p.add_argument("--preset", default="e4b", help="model preset: e4b or tiny (default: e4b)")
     which = p.add_mutually_exclusive_group()
     which.add_argument(
         "--layers", default=None, metavar="A:B", help="only decoder layers A..B-1 (default: all)"
@@ -73,21 +70,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="NAME|FILE",
         help="hardware profile for cycles and the critical path (default with --policy: v002-spec)",
     )
-    p.add_argument("--semantics", default="pccx", help="pccx or gemma3n (default: pccx)")
-    p.add_argument(
-        "--position",
-        type=int,
-        default=None,
-        metavar="N",
-        help=f"decode position (default: {DEFAULT_POSITION} or the preset's last)",
-    )
-    p.add_argument(
-        "--tile-rows",
-        type=int,
-        default=512,
-        metavar="N",
-        help="GEMV output rows per tile (default: 512)",
-    )
+    add_step_args(p, layers=False)
     p.add_argument(
         "--timeout",
         type=float,
@@ -114,23 +97,7 @@ def layer_range(layers: str | None, layer: int | None, n_layers: int) -> tuple[i
                 f"--layer {layer}: the preset has layers 0..{n_layers - 1}; pick one of those"
             )
         return layer, layer + 1
-    if layers is None:
-        return None
-    head, sep, tail = layers.partition(":")
-    try:
-        if not sep:
-            a = int(head)
-            b = a + 1
-        else:
-            a = int(head) if head.strip() else 0
-            b = int(tail) if tail.strip() else n_layers
-    except ValueError:
-        raise InputError(f"--layers {layers!r}: write A:B with integers, e.g. 0:5") from None
-    if not 0 <= a < b <= n_layers:
-        raise InputError(
-            f"--layers {layers!r}: need 0 <= A < B <= {n_layers} (the preset has {n_layers} layers)"
-        )
-    return a, b
+    return parse_layers(layers, n_layers)
 
 
 def _check_output(out: Path) -> None:
@@ -153,17 +120,11 @@ def _check_output(out: Path) -> None:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from pccx_flow.graph.build import build_decode_graph
-    from pccx_flow.model.config import check_position, check_semantics, get_config
     from pccx_flow.render.dag import build_dag_picture, layer_view, write_dag
 
-    config = get_config(args.preset)
-    check_semantics(args.semantics)
-    if args.position is None:
-        args.position = min(DEFAULT_POSITION, config.max_seq - 1)
-    check_position(config, args.position)
-    if args.tile_rows < 1:
-        raise InputError(f"--tile-rows {args.tile_rows}: give a positive number of rows")
+    step = step_from_args(args)
+    config = step.config
+    args.position = step.position
     if args.timeout <= 0:
         raise InputError(f"--timeout {args.timeout}: give a positive number of seconds")
     if args.max_nodes < 1:
@@ -187,14 +148,7 @@ def run(args: argparse.Namespace) -> int:
     bar = tqdm(total=len(stages), desc="render", unit="stage", file=sys.stderr, disable=not show)
 
     bar.set_postfix_str(stages[0])
-    graph = build_decode_graph(
-        config,
-        semantics=args.semantics,
-        position=args.position,
-        profile=profile,
-        tile_rows=args.tile_rows,
-        layers=span,
-    )
+    graph = step.build(profile, layers=span)
     bar.update()
     schedule = None
     if policy is not None:

@@ -9,9 +9,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from pccx_flow.cli.common import DEFAULT_POSITION, add_step_args, step_from_args
 from pccx_flow.errors import InputError, RenderError
-
-DEFAULT_POSITION = 1023  # decode the 1,024th token: a 1K context, a typical chat turn
 
 EPILOG = f"""examples:
   pccx-flow schedule                                  # E4B, v002-spec, critical-path
@@ -51,52 +50,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="NAME|FILE",
         help="hardware profile name or TOML file (default: %(default)s)",
     )
-    p.add_argument("--preset", default="e4b", help="model preset: e4b or tiny (default: e4b)")
-    p.add_argument(
-        "--position",
-        type=int,
-        default=None,
-        metavar="N",
-        help=f"decode position (default: {DEFAULT_POSITION} or the preset's last)",
-    )
-    p.add_argument("--semantics", default="pccx", help="pccx or gemma3n (default: pccx)")
-    p.add_argument(
-        "--layers", default=None, metavar="A:B", help="only decoder layers A..B-1 (default: all)"
-    )
-    p.add_argument(
-        "--tile-rows",
-        type=int,
-        default=512,
-        metavar="N",
-        help="GEMV output rows per tile (default: 512)",
-    )
+    add_step_args(p)
     p.add_argument("--seed", type=int, default=0, help="seed for the random policy")
     p.add_argument("--json", type=Path, metavar="OUT", help="write schedule + metrics as JSON")
     p.add_argument("--trace", type=Path, metavar="OUT.json", help="write Chrome trace JSON")
     p.add_argument("--gantt", type=Path, metavar="OUT.svg|png|html", help="draw a Gantt chart")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
-
-
-def parse_layers(text: str | None, n_layers: int) -> tuple[int, int] | None:
-    """``"a:b"`` -> (a, b) with 0 <= a < b <= n_layers; ``":b"`` and ``"a:"`` allowed."""
-    if text is None:
-        return None
-    head, sep, tail = text.partition(":")
-    try:
-        if not sep:
-            a = int(head)
-            b = a + 1
-        else:
-            a = int(head) if head.strip() else 0
-            b = int(tail) if tail.strip() else n_layers
-    except ValueError:
-        raise InputError(f"--layers {text!r}: write A:B with integers, e.g. 0:5") from None
-    if not 0 <= a < b <= n_layers:
-        raise InputError(
-            f"--layers {text!r}: need 0 <= A < B <= {n_layers} (the preset has {n_layers} layers)"
-        )
-    return a, b
 
 
 def run(args: argparse.Namespace) -> int:
@@ -107,21 +67,15 @@ def run(args: argparse.Namespace) -> int:
         print(format_policy_list(list_policies(), DEFAULT_POLICY))
         return 0
 
-    from pccx_flow.graph.build import build_decode_graph
     from pccx_flow.hardware.profile import load_profile
-    from pccx_flow.model.config import check_semantics, get_config
     from pccx_flow.schedule.metrics import schedule_metrics
     from pccx_flow.schedule.problem import problem_from_graph
     from pccx_flow.schedule.registry import run_on_problem
     from pccx_flow.schedule.report import format_summary
 
-    config = get_config(args.preset)
-    check_semantics(args.semantics)
-    if args.position is None:
-        args.position = min(DEFAULT_POSITION, config.max_seq - 1)
-    layers = parse_layers(args.layers, config.n_layers)
-    if args.tile_rows < 1:
-        raise InputError(f"--tile-rows {args.tile_rows}: give a positive number of rows")
+    step = step_from_args(args)
+    config, layers = step.config, step.layers
+    args.position = step.position
     policy = make_policy(args.policy, seed=args.seed)  # fail fast, before the graph
     profile = load_profile(args.profile)
     for out in (args.json, args.trace, args.gantt):
@@ -129,14 +83,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"cannot write {out}: folder {out.parent} does not exist")
 
     t0 = time.perf_counter()
-    graph = build_decode_graph(
-        config,
-        semantics=args.semantics,
-        position=args.position,
-        profile=profile,
-        tile_rows=args.tile_rows,
-        layers=layers,
-    )
+    graph = step.build(profile)
     problem = problem_from_graph(graph, profile)
     t1 = time.perf_counter()
     show = sys.stderr.isatty() and not args.no_progress

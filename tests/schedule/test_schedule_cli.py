@@ -7,8 +7,6 @@ import json
 import pytest
 
 from pccx_flow.cli.main import main
-from pccx_flow.cli.schedule import parse_layers
-from pccx_flow.errors import InputError
 from pccx_flow.schedule.registry import BUILTIN_POLICIES
 
 TINY = ["schedule", "--preset", "tiny"]
@@ -122,12 +120,3 @@ def test_help_shows_examples(capsys):
     out = capsys.readouterr().out
     assert "examples:" in out and "pccx-flow schedule --list" in out
 
-
-def test_parse_layers():
-    assert parse_layers(None, 35) is None
-    assert parse_layers("3:7", 35) == (3, 7)
-    assert parse_layers(":4", 35) == (0, 4)
-    assert parse_layers("30:", 35) == (30, 35)
-    assert parse_layers("5", 35) == (5, 6)
-    with pytest.raises(InputError):
-        parse_layers("0:36", 35)

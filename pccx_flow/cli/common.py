@@ -1,0 +1,102 @@
+"""The options that choose which decode step a command builds, shared by every command.
+
+`schedule`, `check`, `graph export` and `render` all build one decode-step DAG from the
+same options (preset, semantics, position, layers, tile rows); keeping them here means one
+default position, one `--layers` syntax and one set of error messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from pccx_flow.errors import InputError
+
+# A 1,024-token context: long enough that KV reads show, short enough to be typical.
+DEFAULT_POSITION = 1023
+
+
+def add_step_args(p: argparse.ArgumentParser, *, layers: bool = True) -> None:
+    """Add --preset, --semantics, --position, --tile-rows and (unless `layers` is False)
+    --layers to a subcommand's parser."""
+    p.add_argument("--preset", default="e4b", help="model preset: e4b or tiny (default: e4b)")
+    p.add_argument("--semantics", default="pccx", help="pccx or gemma3n (default: pccx)")
+    p.add_argument(
+        "--position",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"decode position (default: {DEFAULT_POSITION}, or the preset's last if smaller)",
+    )
+    if layers:
+        p.add_argument(
+            "--layers", default=None, metavar="A:B", help="only layers A..B-1 (default: all)"
+        )
+    p.add_argument(
+        "--tile-rows",
+        type=int,
+        default=512,
+        metavar="N",
+        help="GEMV output rows per tile (default: 512, one instruction's limit)",
+    )
+
+
+def parse_layers(text: str | None, n_layers: int) -> tuple[int, int] | None:
+    """``A:B`` (either side may be empty, or a single ``N``) as a half-open range, or None."""
+    if text is None:
+        return None
+    head, sep, tail = text.partition(":")
+    try:
+        if not sep:
+            a = int(head)
+            b = a + 1
+        else:
+            a = int(head) if head.strip() else 0
+            b = int(tail) if tail.strip() else n_layers
+    except ValueError:
+        raise InputError(f"--layers {text!r}: write A:B with integers, e.g. 0:5") from None
+    if not 0 <= a < b <= n_layers:
+        raise InputError(
+            f"--layers {text!r}: need 0 <= A < B <= {n_layers} (the preset has {n_layers} layers)"
+        )
+    return a, b
+
+
+@dataclass(frozen=True)
+class StepChoice:
+    """A validated choice of decode step: what `build_decode_graph` is called with."""
+
+    config: object  # Gemma3nConfig
+    semantics: str
+    position: int
+    tile_rows: int
+    layers: tuple[int, int] | None
+
+    def build(self, profile=None, layers: tuple[int, int] | None = None):
+        """Build the step's graph (optionally costed on `profile`, or cut to other `layers`)."""
+        from pccx_flow.graph.build import build_decode_graph
+
+        return build_decode_graph(
+            self.config,
+            semantics=self.semantics,
+            position=self.position,
+            profile=profile,
+            tile_rows=self.tile_rows,
+            layers=layers if layers is not None else self.layers,
+        )
+
+
+def step_from_args(args: argparse.Namespace) -> StepChoice:
+    """Validate the step options, failing with one line before anything slow is built."""
+    from pccx_flow.model.config import check_position, check_semantics, get_config
+
+    config = get_config(args.preset)
+    semantics = check_semantics(args.semantics)
+    position = args.position
+    if position is None:
+        position = min(DEFAULT_POSITION, config.max_seq - 1)
+    check_position(config, position)
+    if args.tile_rows < 1:
+        raise InputError(f"--tile-rows {args.tile_rows}: give a positive number of rows")
+    layers = parse_layers(getattr(args, "layers", None), config.n_layers)
+    return StepChoice(config, semantics, position, args.tile_rows, layers)
