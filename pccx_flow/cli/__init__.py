@@ -1,1 +1,1 @@
-"""cli"""
+"""The `pccx-flow` command line: one module per subcommand, dispatched by `main`."""

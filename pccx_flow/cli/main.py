@@ -16,7 +16,7 @@ from pccx_flow import __version__
 from pccx_flow.errors import PccxFlowError
 
 # Order is the order of `pccx-flow --help`.
-SUBCOMMANDS = ("schedule", "check", "graph", "render", "run", "bench", "weights", "dispatch")
+SUBCOMMANDS = ("schedule", "check", "graph", "render", "run", "weights")
 
 EPILOG = """examples:
   pccx-flow schedule --policy critical-path           # E4B step on v002-spec, summary table
@@ -39,13 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"pccx-flow {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
-        try:
-            module = importlib.import_module(f"pccx_flow.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"pccx_flow.cli.{name}":
-                raise
-            continue
-        module.register(sub)
+        importlib.import_module(f"pccx_flow.cli.{name}").register(sub)
     return parser
 
 
