@@ -273,8 +273,11 @@ class Checkpoint:
             return dequantize_rows(t.data, t.scale)
         return np.array(t.data, dtype=np.float32)
 
-    def rows(self, key: str, start: int, stop: int) -> np.ndarray:
-        """Rows ``start:stop`` of a 2-D tensor as float32, dequantising only those rows."""
+    def rows(self, key: str, start: int, stop: int, dtype=np.float32) -> np.ndarray:
+        """Rows ``start:stop`` of a 2-D tensor as float32, dequantising only those rows.
+
+        ``dtype=np.float64`` returns them in float64 (INT4 rows dequantised exactly).
+        """
         spec = self.spec(key)
         if len(spec.shape) != 2:
             raise TensorFormatError(f"tensor {spec.key} is 1-D; rows() needs a matrix")
@@ -287,8 +290,8 @@ class Checkpoint:
             )
         t = self._open(key)
         if t.storage == "int4":
-            return dequantize_rows(t.data[start:stop], t.scale[start:stop])
-        return np.array(t.data[start:stop], dtype=np.float32)
+            return dequantize_rows(t.data[start:stop], t.scale[start:stop], dtype)
+        return np.array(t.data[start:stop], dtype=dtype)
 
     def int4(self, key: str) -> tuple[np.ndarray, np.ndarray]:
         """``(packed uint8 memmap [rows, cols/2], scale float32 [rows])`` of an INT4 tensor."""

@@ -46,6 +46,8 @@ def _build_unpack_table() -> np.ndarray:
 UNPACK_TABLE = _build_unpack_table()
 UNPACK_TABLE_F32 = UNPACK_TABLE.astype(np.float32)
 UNPACK_TABLE_F32.setflags(write=False)
+UNPACK_TABLE_F64 = UNPACK_TABLE.astype(np.float64)
+UNPACK_TABLE_F64.setflags(write=False)
 
 
 def pack_int4(q: np.ndarray) -> np.ndarray:
@@ -92,10 +94,17 @@ def quantize_rows(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return pack_int4(q), scale
 
 
-def dequantize_rows(packed: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """Float32 ``[rows, cols]`` = unpacked weights times their row's scale (spec §0 Output)."""
+def dequantize_rows(packed: np.ndarray, scale: np.ndarray, dtype=np.float32) -> np.ndarray:
+    """``[rows, cols]`` = unpacked weights times their row's scale (spec §0 Output), float32.
+
+    ``dtype=np.float64`` gives the products exactly (a 4-bit integer times a float32 scale
+    fits in float64's 53-bit significand); in float32 each product is rounded once.
+    """
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise TensorFormatError(f"dequantize_rows: dtype must be float32 or float64, not {dtype}")
     packed = np.asarray(packed)
-    scale = np.asarray(scale, dtype=np.float32)
+    scale = np.asarray(scale, dtype=dtype)
     if packed.ndim != 2 or scale.shape != (packed.shape[0],):
         raise TensorFormatError(
             f"dequantize_rows: need packed [rows, n] and scale [rows], got {packed.shape} "
@@ -105,6 +114,7 @@ def dequantize_rows(packed: np.ndarray, scale: np.ndarray) -> np.ndarray:
         raise TensorFormatError(
             f"dequantize_rows: packed weights must be uint8, got {packed.dtype}"
         )
-    w = np.take(UNPACK_TABLE_F32, packed, axis=0).reshape(packed.shape[0], 2 * packed.shape[1])
+    table = UNPACK_TABLE_F32 if dtype == np.float32 else UNPACK_TABLE_F64
+    w = np.take(table, packed, axis=0).reshape(packed.shape[0], 2 * packed.shape[1])
     w *= scale[:, None]
     return w
