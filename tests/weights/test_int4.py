@@ -75,6 +75,18 @@ def test_dequantise_is_unpack_times_row_scale():
     np.testing.assert_array_equal(out, [[-0.5, -4.0, 0.0, 3.5]])
 
 
+def test_float64_dequantise_is_exact_and_float32_rounds_it_once():
+    rng = np.random.default_rng(3)
+    packed = rng.integers(0, 256, size=(16, 32), dtype=np.uint8)
+    scale = rng.uniform(1e-3, 1.0, size=16).astype(np.float32)
+    exact = unpack_int4(packed).astype(np.float64) * scale.astype(np.float64)[:, None]
+    w64 = dequantize_rows(packed, scale, np.float64)
+    assert w64.dtype == np.float64
+    np.testing.assert_array_equal(w64, exact)
+    np.testing.assert_array_equal(dequantize_rows(packed, scale), exact.astype(np.float32))
+    assert (exact.astype(np.float32) != exact).any()  # float32 does round some products
+
+
 BIG = float(np.float32(1e38))  # 7 * (max/7) must stay below float32's max
 
 
