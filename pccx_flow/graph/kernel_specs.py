@@ -86,7 +86,8 @@ inputs: x (operand 0), s [1] (last operand). output: y.""",
     "cvo_sqrt": "CVO SQRT: y = sqrt(x). inputs: x. output: y.",
     "cvo_recip": "CVO RECIP: y = 1 / x. inputs: x. output: y.",
     "cvo_gelu": """CVO GELU, tanh form of the specification (§0):
-y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). inputs: x. output: y.""",
+y = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3); equivalently x / (1 + exp(-2u)),
+which has no cancellation for u << 0. inputs: x. output: y.""",
     "cvo_sin": "CVO SIN: y = sin(x) (x already range-reduced to [-pi, pi)). inputs: x. output: y.",
     "cvo_cos": "CVO COS: y = cos(x) (x already range-reduced to [-pi, pi)). inputs: x. output: y.",
     # ---------------------------------------------------------------- HOST ----------------

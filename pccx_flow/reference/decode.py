@@ -24,8 +24,9 @@ Semantics (chosen by name, ``pccx`` by default):
   position p sees keys p-w+1..p).
 
 Both: RMSNorm multiplies by gamma itself, attention has no 1/sqrt(d_head) scaling and no
-softcap, GELU is the tanh form, everything computes in float32, and the LM head is the tied
-``W_embed``.
+softcap, GELU is the tanh form, and the LM head is the tied ``W_embed``. Every named tensor
+below is float32; the arithmetic between two of them runs in float64 and is rounded once
+(`pccx_flow.reference.functions`, "Precision").
 
 ``trace`` (a dict) receives copies of named intermediates, for tests and for comparing with
 the executor node by node:
@@ -56,6 +57,7 @@ from pccx_flow.reference.layer import INV_SQRT2, decoder_layer
 from pccx_flow.reference.streaming import matvec, row, slab_rows, vector
 
 F32 = np.float32
+F64 = np.float64
 
 KV_DTYPE = {"pccx": np.float16, "gemma3n": np.float32}
 
@@ -138,24 +140,25 @@ def embed_and_ple(
     main_id, ple_id = embedding_ids(cfg, token_id, semantics)
 
     # §1 token embedding
-    x0 = row(ckpt, "embed_tokens.weight", main_id) * F32(math.sqrt(D))
+    x0 = (row(ckpt, "embed_tokens.weight", main_id) * math.sqrt(D)).astype(F32)
 
     # §2 AltUp initial projections
     xs = np.empty((cfg.altup_streams, D), dtype=F32)
     xs[0] = x0
-    target_mag = np.sqrt(np.mean(np.square(x0), dtype=F32))
+    x0_64 = x0.astype(F64)
+    target_mag = np.sqrt(np.mean(np.square(x0_64)))
     for k in range(cfg.altup_streams - 1):
-        p = x0 @ vector(ckpt, f"altup_projections.{k}.weight")
+        p = x0_64 @ vector(ckpt, f"altup_projections.{k}.weight").astype(F64)
         if semantics == "gemma3n":  # difference 1: rescale to the RMS of x0
-            p = p * target_mag / np.sqrt(max(np.mean(np.square(p), dtype=F32), F32(1e-5)))
+            p = p * target_mag / np.sqrt(max(np.mean(np.square(p)), 1e-5))
         xs[k + 1] = p
 
     # §3 PLE pre-compute, shared by every layer
-    x_proj = matvec(ckpt, "per_layer_model_projection.weight", x0) / F32(math.sqrt(D))
+    x_proj = matvec(ckpt, "per_layer_model_projection.weight", x0).astype(F64) / math.sqrt(D)
     x_proj = x_proj.reshape(cfg.n_layers, cfg.ple_dim)
     x_proj_normed = rms_norm(x_proj, vector(ckpt, "per_layer_projection_norm.weight"), cfg.rms_eps)
     y = row(ckpt, "embed_tokens_per_layer.weight", ple_id).reshape(cfg.n_layers, cfg.ple_dim)
-    y = y * F32(math.sqrt(cfg.ple_dim))
+    y = y * math.sqrt(cfg.ple_dim)
     pli_all = ((x_proj_normed + y) * INV_SQRT2).astype(F32)
 
     _record(trace, "x0", x0)
@@ -168,25 +171,27 @@ def final_logits(ckpt, xs: np.ndarray, semantics: str, trace: dict | None = None
     """Spec §5: magnitude matching, unprojection, mean of the streams, final norm, LM head
     (the tied ``W_embed``, multiplied slab by slab) and the softcap."""
     cfg: Gemma3nConfig = ckpt.config
-    target_mag = np.sqrt(np.mean(np.square(xs[0]), dtype=F32))
-    streams = [xs[0]]
+    xs64 = xs.astype(F64)
+    target_mag = np.sqrt(np.mean(np.square(xs64[0])))
+    streams = [xs64[0]]
     for k in range(cfg.altup_streams - 1):
-        p = xs[k + 1] @ vector(ckpt, f"altup_unembed_projections.{k}.weight")
-        mean_sq = np.mean(np.square(p), dtype=F32)
+        p = xs64[k + 1] @ vector(ckpt, f"altup_unembed_projections.{k}.weight").astype(F64)
+        mean_sq = np.mean(np.square(p))
         if semantics == "gemma3n":  # difference 8: floor inside the square root
-            new_mag = np.sqrt(max(mean_sq, F32(1e-5)))
+            new_mag = np.sqrt(max(mean_sq, 1e-5))
         else:
-            new_mag = max(np.sqrt(mean_sq), F32(1e-12))
-        streams.append((p * (target_mag / new_mag)).astype(F32))
-    x_final = np.mean(np.stack(streams), axis=0, dtype=F32)
+            new_mag = max(np.sqrt(mean_sq), 1e-12)
+        streams.append(p * (target_mag / new_mag))
+    x_final = np.mean(np.stack(streams), axis=0).astype(F32)
     x_final_norm = rms_norm(x_final, vector(ckpt, "norm.weight"), cfg.rms_eps)
 
     logits = np.empty(cfg.vocab, dtype=F32)
     step = slab_rows(cfg.hidden)
+    x_final_norm64 = x_final_norm.astype(F64)
     for start in range(0, cfg.vocab, step):
         stop = min(cfg.vocab, start + step)
-        slab = np.asarray(ckpt.rows("embed_tokens.weight", start, stop), dtype=F32)
-        logits[start:stop] = slab @ x_final_norm
+        slab = ckpt.rows("embed_tokens.weight", start, stop, F64)
+        logits[start:stop] = slab @ x_final_norm64
         del slab
     capped = softcap(logits, cfg.final_softcap)
 

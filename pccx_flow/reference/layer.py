@@ -4,6 +4,10 @@
 layer's ``xs``, reading and writing the KV cache. The code follows the specification's
 steps in order; the places where ``semantics="gemma3n"`` (the published Gemma 3n
 reference) differs are marked with the number of the difference in gemma3n-semantics.md.
+
+Precision (as in `pccx_flow.reference.functions`): the ``trace`` tensors and every result
+of a function or a matrix product are float32; the arithmetic that forms one from others is
+done in float64 and rounded once.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ from pccx_flow.reference.functions import (
 from pccx_flow.reference.streaming import matvec, vector
 
 F32 = np.float32
-INV_SQRT2 = F32(1.0 / math.sqrt(2.0))
+F64 = np.float64
+INV_SQRT2 = 1.0 / math.sqrt(2.0)
 
 
 def _record(trace: dict | None, layer: int, name: str, value) -> None:
@@ -67,12 +72,12 @@ def decoder_layer(
     # --- 4.A AltUp router and prediction -------------------------------------------------
     altup_rn = vector(ckpt, key["altup_rn"])
     router = vector(ckpt, key["altup_router"])  # [D, 4]
-    x_n = rms_norm(xs[0], altup_rn, eps) / F32(D)
-    modalities = np.tanh(x_n @ router)
-    coef_mat = (vector(ckpt, key["altup_pred"]) @ modalities).reshape(
+    x_n = rms_norm(xs[0], altup_rn, eps).astype(F64) / D
+    modalities = np.tanh(x_n @ router.astype(F64)).astype(F32)
+    coef_mat = (vector(ckpt, key["altup_pred"]).astype(F64) @ modalities).reshape(
         cfg.altup_streams, cfg.altup_streams
     )
-    xs_pred = (xs + coef_mat @ xs).astype(F32)
+    xs_pred = (xs + coef_mat @ xs.astype(F64)).astype(F32)
     _record(trace, layer, "modalities", modalities)
     _record(trace, layer, "xs_pred", xs_pred)
 
@@ -120,7 +125,7 @@ def decoder_layer(
     laurel_x = matvec(ckpt, key["laurel_right"], laurel_mid)
     laurel_out = x_norm + rms_norm(laurel_x, vector(ckpt, key["laurel_norm"]), eps)
     attn_output = rms_norm(attn_proj, vector(ckpt, key["post_attn_ln"]), eps) + x_input
-    x_attn = ((attn_output + laurel_out) * INV_SQRT2).astype(F32)
+    x_attn = ((attn_output.astype(F64) + laurel_out) * INV_SQRT2).astype(F32)
     _record(trace, layer, "laurel_in", x_norm)
     _record(trace, layer, "laurel_out", laurel_out)
     _record(trace, layer, "attn_output", attn_output)
@@ -145,18 +150,20 @@ def decoder_layer(
     altup_scale = vector(ckpt, key["altup_scale"])
     # difference 3: the reference corrects with the unscaled outputs and scales afterwards.
     activated = outputs if gemma else (outputs * altup_scale).astype(F32)
-    innovation = activated - xs_pred[0]
-    x_n3 = rms_norm(activated, altup_rn, eps) / F32(D)
-    mod_corr = np.tanh(x_n3 @ router)
-    corr_coefs = vector(ckpt, key["altup_corr"]) @ mod_corr + F32(1.0)
+    innovation = activated.astype(F64) - xs_pred[0]
+    x_n3 = rms_norm(activated, altup_rn, eps).astype(F64) / D
+    mod_corr = np.tanh(x_n3 @ router.astype(F64))
+    corr_coefs = vector(ckpt, key["altup_corr"]).astype(F64) @ mod_corr + 1.0
     xs_new = (xs_pred + corr_coefs[:, np.newaxis] * innovation[np.newaxis, :]).astype(F32)
     _record(trace, layer, "activated", activated)
     _record(trace, layer, "xs_before_ple", xs_new)
 
     ple_in = (xs_new[0] * altup_scale).astype(F32) if gemma else activated
-    gate_ple = gelu_tanh(matvec(ckpt, key["W_ple_gate"], ple_in)) * pli
+    gate_ple = gelu_tanh(matvec(ckpt, key["W_ple_gate"], ple_in)).astype(F64) * pli
     mapped = rms_norm(
-        gate_ple @ vector(ckpt, key["W_ple_proj"]), vector(ckpt, key["ple_post_ln"]), eps
+        gate_ple @ vector(ckpt, key["W_ple_proj"]).astype(F64),
+        vector(ckpt, key["ple_post_ln"]),
+        eps,
     )
     xs_new[1:] += mapped
     _record(trace, layer, "ple_mapped", mapped)

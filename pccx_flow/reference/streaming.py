@@ -5,6 +5,10 @@ An E4B checkpoint holds ~4 billion INT4 weights; dequantised to float32 the LM h
 the checkpoint for a block of rows (dequantised on the fly), multiplies it, and drops it
 before fetching the next. Embedding tables are read one row at a time. Peak memory is then
 one slab plus the small float32 tensors, whatever the model size.
+
+Rows are dequantised in float64, where ``q * scale`` is exact, and products are summed in
+float64; each output is rounded once to float32 (`pccx_flow.reference.functions`,
+"Precision").
 """
 
 from __future__ import annotations
@@ -13,10 +17,10 @@ import numpy as np
 
 F32 = np.float32
 
-# Elements (not bytes) of one dequantised slab: 8 Mi float32 = 32 MiB. Large enough that
+# Elements (not bytes) of one dequantised slab: 4 Mi float64 = 32 MiB. Large enough that
 # the BLAS call dominates the Python overhead, small enough that the slab and the
 # temporaries of its dequantisation stay far below the memory target.
-SLAB_ELEMENTS = 1 << 23
+SLAB_ELEMENTS = 1 << 22
 
 
 def slab_rows(n_cols: int, slab_elements: int | None = None) -> int:
@@ -29,22 +33,25 @@ def slab_rows(n_cols: int, slab_elements: int | None = None) -> int:
 
 
 def matvec(ckpt, key: str, x: np.ndarray, slab_elements: int | None = None) -> np.ndarray:
-    """``W @ x`` for the ``[out, in]`` matrix `key`, dequantising `slab_rows` rows at a time."""
+    """``W @ x`` for the ``[out, in]`` matrix `key`, dequantising `slab_rows` rows at a time.
+
+    The products are summed in float64 and each output is rounded once to float32.
+    """
     n_out, n_in = ckpt.spec(key).shape
-    x = np.asarray(x, dtype=F32)
+    x = np.asarray(x, dtype=np.float64)
     if x.shape != (n_in,):
         raise ValueError(f"{key}: expected a vector of {n_in}, got shape {x.shape}")
     step = slab_rows(n_in, slab_elements)
     out = np.empty(n_out, dtype=F32)
     for start in range(0, n_out, step):
         stop = min(n_out, start + step)
-        out[start:stop] = np.asarray(ckpt.rows(key, start, stop), dtype=F32) @ x
+        out[start:stop] = ckpt.rows(key, start, stop, np.float64) @ x
     return out
 
 
 def row(ckpt, key: str, index: int) -> np.ndarray:
-    """Row `index` of the table `key`, dequantised (an embedding lookup)."""
-    return np.asarray(ckpt.rows(key, index, index + 1), dtype=F32).reshape(-1)
+    """Row `index` of the table `key`, dequantised exactly, in float64 (an embedding lookup)."""
+    return ckpt.rows(key, index, index + 1, np.float64).reshape(-1)
 
 
 def vector(ckpt, key: str) -> np.ndarray:

@@ -41,8 +41,8 @@ class _Spy:
         self.reads.append(("tensor", key, out.size))
         return out
 
-    def rows(self, key, start, stop):
-        out = self.ckpt.rows(key, start, stop)
+    def rows(self, key, start, stop, dtype=np.float32):
+        out = self.ckpt.rows(key, start, stop, dtype)
         self.reads.append(("rows", key, out.size))
         return out
 
