@@ -7,7 +7,10 @@ float16 numbers in the two implementations: a *rounding flip*, one float16 ulp (
 relative) apart. Attention then reads slightly different rows and the logits of the same
 step can move by ~1e-4 although neither implementation is wrong. Measured on ``tiny`` with
 the same earlier KV rows: 13 of 3,840 new KV elements flipped over 24 steps, and one of the
-24 steps exceeded 1e-4 (1.3e-4), with the numba or a float64 GEMV alike.
+24 steps exceeded 1e-4 (1.3e-4), with the numba or a float64 GEMV alike. With the reference
+computing in float64 between its float32 tensors (24 other steps, README "Numerics"): 4
+elements flipped on 4 steps, none above 2.1e-5, where the float32 reference had 10 on 6
+steps and two above 1e-4 (2.7e-4).
 
 `kv_rounding` counts flips and, more importantly, elements further apart than rounding and
 float32 drift explain. `step_verdict` applies the rule the CLI's ``--check`` uses.
@@ -15,8 +18,9 @@ float32 drift explain. `step_verdict` applies the rule the CLI's ``--check`` use
 On E4B (35 layers, synthetic weights) float32 drift grows through the layers of one step:
 stream outputs differ by 3e-7 (layer 0) to ~1e-4 (layers 25-34) relative, logits by
 1e-4..2.5e-4 under gemma3n and, with float16 flips in the KV rows of all 20 cache layers,
-2.6e-3..5.3e-3 under pccx semantics, with the same argmax. The 1e-4 / 1e-3 logit rule holds
-on ``tiny``; on E4B it reports those steps as failed.
+2.6e-3..5.3e-3 under pccx semantics, with the same argmax (positions 0-2 from the
+reference's rows, README "Numerics": 8.1e-5..1.7e-4 and 7.6e-4..1.9e-2). The 1e-4 / 1e-3
+logit rule holds on ``tiny``; on E4B it reports those steps as failed.
 """
 
 from __future__ import annotations
