@@ -8,7 +8,10 @@ default position, one `--layers` syntax and one set of error messages.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from pccx_flow.errors import InputError
 
@@ -100,3 +103,25 @@ def step_from_args(args: argparse.Namespace) -> StepChoice:
         raise InputError(f"--tile-rows {args.tile_rows}: give a positive number of rows")
     layers = parse_layers(getattr(args, "layers", None), config.n_layers)
     return StepChoice(config, semantics, position, args.tile_rows, layers)
+
+
+def check_output_path(path: Path, suffixes: tuple[str, ...] | None = None) -> None:
+    """Fail with one line, before any slow work, if `path` cannot be written as asked."""
+    if suffixes is not None and path.suffix.lower().lstrip(".") not in suffixes:
+        raise InputError(
+            f"cannot tell the format of {path.name!r}: end the file name with "
+            + ", ".join(f".{s}" for s in suffixes)
+        )
+    if path.is_dir():
+        raise InputError(f"cannot write {path}: it is a folder; give a file name")
+    if not path.parent.is_dir():
+        raise InputError(f"cannot write {path}: folder {path.parent} does not exist")
+
+
+@contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """Turn a failed write (permissions, full disk, ...) into one line naming the file."""
+    try:
+        yield
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from pccx_flow.cli.common import add_step_args, step_from_args
+from pccx_flow.cli.common import add_step_args, check_output_path, step_from_args, writing
 from pccx_flow.errors import InputError
 
 EPILOG = """examples:
@@ -84,6 +84,7 @@ def run_export(args: argparse.Namespace) -> int:
     from pccx_flow.graph.export import graph_format, write_graph
 
     fmt = graph_format(args.output, args.format)
+    check_output_path(args.output)
     profile = None
     if args.profile:
         from pccx_flow.hardware.profile import load_profile
@@ -94,7 +95,8 @@ def run_export(args: argparse.Namespace) -> int:
         graph = step_from_args(args).build(profile)
         bar.update()
         bar.set_description(f"writing {fmt}")
-        write_graph(graph, args.output, fmt)
+        with writing(args.output):
+            write_graph(graph, args.output, fmt)
         bar.update()
     print(
         f"wrote {args.output} ({fmt}): {graph.number_of_nodes()} nodes, "

@@ -28,8 +28,15 @@ EPILOG = """examples:
 run `pccx-flow COMMAND --help` for the options and examples of each command."""
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line, like every other user error."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="pccx-flow",
         description="Gemma 3N decode steps as pccx v002 instruction DAGs: build, schedule, "
         "bound, render and execute them.",

@@ -6,7 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from pccx_flow.cli.common import add_step_args, parse_layers, step_from_args
+from pccx_flow.cli.common import (
+    add_step_args,
+    check_output_path,
+    parse_layers,
+    step_from_args,
+    writing,
+)
 from pccx_flow.errors import InputError, RenderError
 
 # Graphviz lays out 440 nodes in under a second and 1,300 in about 15 s on this kind of
@@ -109,8 +115,7 @@ def _check_output(out: Path) -> None:
             f"cannot tell the picture format from {out.name!r}: end the output name with "
             + ", ".join(f".{f}" for f in OUTPUT_FORMATS)
         )
-    if not out.parent.is_dir():
-        raise InputError(f"cannot write {out}: folder {out.parent} does not exist")
+    check_output_path(out)
     if fmt != "dot":
         from pccx_flow.render.dot import find_layout_program
 
@@ -193,7 +198,8 @@ def run(args: argparse.Namespace) -> int:
             f"lays out in reasonable time (--max-nodes {args.max_nodes}): collapse more "
             "(--collapse blocks or layers), pick fewer --layers, or raise --max-nodes"
         )
-    write_dag(picture, args.output, timeout=args.timeout)
+    with writing(args.output):
+        write_dag(picture, args.output, timeout=args.timeout)
     bar.update()
     bar.close()
 

@@ -9,8 +9,13 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from pccx_flow.cli.common import DEFAULT_POSITION, add_step_args, step_from_args
-from pccx_flow.errors import InputError, RenderError
+from pccx_flow.cli.common import (
+    DEFAULT_POSITION,
+    add_step_args,
+    check_output_path,
+    step_from_args,
+    writing,
+)
 
 EPILOG = f"""examples:
   pccx-flow schedule                                  # E4B, v002-spec, critical-path
@@ -68,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     from pccx_flow.hardware.profile import load_profile
+    from pccx_flow.render.gantt import GANTT_FORMATS
     from pccx_flow.schedule.metrics import schedule_metrics
     from pccx_flow.schedule.problem import problem_from_graph
     from pccx_flow.schedule.registry import run_on_problem
@@ -78,9 +84,9 @@ def run(args: argparse.Namespace) -> int:
     args.position = step.position
     policy = make_policy(args.policy, seed=args.seed)  # fail fast, before the graph
     profile = load_profile(args.profile)
-    for out in (args.json, args.trace, args.gantt):
-        if out is not None and not out.parent.is_dir():
-            raise InputError(f"cannot write {out}: folder {out.parent} does not exist")
+    for out, suffixes in ((args.json, None), (args.trace, None), (args.gantt, GANTT_FORMATS)):
+        if out is not None:
+            check_output_path(out, suffixes)
 
     t0 = time.perf_counter()
     graph = step.build(profile)
@@ -112,18 +118,19 @@ def run(args: argparse.Namespace) -> int:
     print(f"(scheduled in {t2 - t1:.2f} s of wall time on this machine)")
 
     if args.json is not None:
-        schedule.to_json(args.json, metrics=metrics, context=context)
+        with writing(args.json):
+            schedule.to_json(args.json, metrics=metrics, context=context)
         print(f"wrote {args.json}", file=sys.stderr)
     if args.trace is not None:
         from pccx_flow.schedule.trace import write_chrome_trace
 
-        write_chrome_trace(schedule, args.trace, graph, profile.core_hz)
+        with writing(args.trace):
+            write_chrome_trace(schedule, args.trace, graph, profile.core_hz)
         print(f"wrote {args.trace} (Chrome trace, open in Perfetto)", file=sys.stderr)
     if args.gantt is not None:
-        try:
-            from pccx_flow.render.gantt import write_gantt
-        except ImportError as exc:
-            raise RenderError(f"Gantt charts are not available in this install: {exc}") from None
-        write_gantt(schedule, graph, args.gantt, metrics=metrics, profile=profile)
+        from pccx_flow.render.gantt import write_gantt
+
+        with writing(args.gantt):
+            write_gantt(schedule, graph, args.gantt, metrics=metrics, profile=profile)
         print(f"wrote {args.gantt}", file=sys.stderr)
     return 0
