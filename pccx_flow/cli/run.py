@@ -59,13 +59,15 @@ def register(subparsers) -> None:
     p.add_argument("--seed-weights", type=int, default=0, metavar="N", help="synthetic seed")
     p.add_argument("--semantics", default="pccx", choices=SEMANTICS)
     p.add_argument("--policy", default=None, help="schedule each step with this policy")
-    p.add_argument("--profile", default="v002-spec", help="hardware profile for --policy")
+    p.add_argument(
+        "--profile", default=None, help="hardware profile for --policy (default: v002-spec)"
+    )
     p.add_argument("--prompt-ids", default="2", metavar="IDS", help="comma-separated token ids")
     p.add_argument("--steps", type=int, default=4, help="tokens to generate (default 4)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     p.add_argument("--top-p", type=float, default=0.9)
     p.add_argument("--repetition-penalty", type=float, default=1.15)
-    p.add_argument("--seed", type=int, default=0, help="sampling seed")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (>= 0)")
     p.add_argument("--scheduler", metavar="ADDR", help="run on a distributed scheduler")
     p.add_argument("--check", action="store_true", help="compare every step to the reference")
     p.add_argument(
@@ -74,7 +76,12 @@ def register(subparsers) -> None:
         default=LOGIT_TOLERANCE,
         help="--check: max |logit difference| per step (default 1e-4; 10x on float16 flips)",
     )
-    p.add_argument("--dashboard", action="store_true", help="local cluster with a dashboard")
+    p.add_argument(
+        "--dashboard",
+        action="store_true",
+        help="run on an in-process cluster with the Dask dashboard on 127.0.0.1 (the "
+        "distributed scheduler costs ~0.6 ms per task: several seconds per step; --fuse helps)",
+    )
     p.add_argument(
         "--fuse",
         action="store_true",
@@ -99,6 +106,10 @@ def _check_options(args) -> None:
         raise InputError(f"--top-p must be in (0, 1], got {args.top_p}")
     if not (math.isfinite(args.tolerance) and args.tolerance > 0):
         raise InputError(f"--tolerance must be a positive number, got {args.tolerance}")
+    if args.seed < 0 or args.seed_weights < 0:
+        raise InputError("--seed and --seed-weights must be >= 0")
+    if args.profile is not None and args.policy is None:
+        raise InputError("--profile only matters with --policy; add --policy NAME or drop it")
     if args.scheduler and args.dashboard:
         raise InputError("--scheduler and --dashboard exclude each other; choose one")
     if args.scheduler and "://" not in args.scheduler:

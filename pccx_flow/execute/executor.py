@@ -12,8 +12,10 @@ Dask, to measure what Dask costs.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,16 +111,69 @@ def _client_for(client: Any, scheduler: Any):
     if client is not None:
         return client, False
     if isinstance(scheduler, str) and "://" in scheduler:
-        from distributed import Client
-
-        try:
-            return Client(scheduler, timeout="3s", set_as_default=False), True
-        except (OSError, TimeoutError, ValueError) as exc:
-            raise InputError(
-                f"cannot reach a Dask scheduler at {scheduler} ({type(exc).__name__}); "
-                "start one with `dask scheduler` or omit --scheduler"
-            ) from None
+        return connect_scheduler(scheduler), True
     return None, False
+
+
+def connect_scheduler(address: str, limit_s: float = 15.0):
+    """Connect to the Dask scheduler at `address`, or fail with one line within `limit_s`.
+
+    `Client(timeout=...)` bounds the TCP connect but not the handshake: a peer that accepts
+    and then says nothing (an HTTP server) hangs it, one that answers garbage fails deep in
+    the protocol, and the half-built client then times out again when it is collected. So
+    the address is first asked for its identity over a bare comm, under an overall limit and
+    in a thread of its own (the caller may already run an event loop); only a peer that says
+    it is a Dask scheduler gets a `Client`.
+    """
+    from distributed import Client
+    from distributed.comm import connect
+
+    async def identity() -> Any:
+        comm = await connect(address, timeout=f"{limit_s}s")
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    box: dict[str, Any] = {}
+
+    def ask() -> None:
+        try:
+            box["identity"] = asyncio.run(asyncio.wait_for(identity(), limit_s))
+        except BaseException as exc:  # noqa: BLE001 - reported below as one line
+            box["error"] = exc
+
+    asker = threading.Thread(target=ask, name="pccx-scheduler-probe", daemon=True)
+    asker.start()
+    asker.join(limit_s + 1)
+    ident = box.get("identity")
+    if not (isinstance(ident, dict) and ident.get("type") == "Scheduler"):
+        err = box.get("error")
+        why = (
+            "it is not a Dask scheduler"
+            if "identity" in box
+            else (type(err).__name__ if err else f"no answer in {limit_s:g} s")
+        )
+        raise InputError(
+            f"cannot reach a Dask scheduler at {address} ({why}); "
+            "start one with `dask scheduler --host 127.0.0.1` or omit --scheduler"
+        )
+    try:
+        client = Client(address, timeout=f"{limit_s}s", set_as_default=False)
+    except (OSError, TimeoutError) as exc:
+        raise InputError(
+            f"cannot connect a client to the Dask scheduler at {address} ({type(exc).__name__})"
+        ) from None
+    try:  # a scheduler without workers would accept the step and never run it
+        client.wait_for_workers(1, timeout=limit_s)
+    except TimeoutError:
+        client.close()
+        raise InputError(
+            f"the Dask scheduler at {address} has no workers after {limit_s:g} s; "
+            f"start one with `dask worker {address}`"
+        ) from None
+    return client
 
 
 def _annotations(step: DaskStep) -> dict:
