@@ -48,6 +48,11 @@ _KINDS = {
     ),
 }
 
+# Plausibility limits, so a typo (a clock in MHz written as Hz, a lane count with extra
+# zeros) is refused instead of producing absurd estimates or a scheduler that never ends.
+MAX_LANES_PER_CLASS = 32  # the GEMV/GEMM parallel_lane field is 5 bits wide
+MIN_CLOCK_HZ, MAX_CLOCK_HZ = 1e6, 10e9
+
 # Every section of a profile file and the kind of each of its fields. `lanes`, the CVO
 # latency table and the DataMover pages are checked separately (their keys are names).
 SCHEMA: dict[str, dict[str, str]] = {
@@ -403,7 +408,10 @@ def _build(raw: dict, where: str) -> Profile:
     r = _Reader(raw, where)
     unknown = set(raw) - set(_SECTIONS)
     if unknown:
-        raise r.fail(f"unknown table [{sorted(unknown)[0]}]; a profile has {', '.join(_SECTIONS)}")
+        first = sorted(unknown)[0]
+        if first in ("name", "description", "source", "extends"):
+            raise r.fail(f"'{first}' belongs in the [profile] table; move it below [profile]")
+        raise r.fail(f"unknown table [{first}]; a profile has {', '.join(_SECTIONS)}")
     head = r.table("profile")
     for key in ("name", "description", "source"):
         if not isinstance(head.get(key), str) or not head[key].strip():
@@ -424,8 +432,28 @@ def _build(raw: dict, where: str) -> Profile:
     if not lanes_raw:
         raise r.fail("[lanes] is empty; give at least one lane class a count")
     lanes = {c: r.value(lanes_raw, c, f"lanes.{c}", "int") for c in LANE_CLASSES if c in lanes_raw}
+    for cls, n in lanes.items():
+        if n > MAX_LANES_PER_CLASS:
+            raise r.fail(
+                f"field 'lanes.{cls}' = {n} is more lanes than the ISA can address "
+                f"(parallel_lane is 5 bits: at most {MAX_LANES_PER_CLASS})"
+            )
+
+    pools = r.section("pools")
+    for pool, n in pools.items():
+        if n > MAX_LANES_PER_CLASS:
+            raise r.fail(
+                f"field 'pools.{pool}' = {n} is not a plausible number of shared units "
+                f"(at most {MAX_LANES_PER_CLASS})"
+            )
 
     clocks = r.section("clocks")
+    for key, hz in clocks.items():
+        if not MIN_CLOCK_HZ <= hz <= MAX_CLOCK_HZ:
+            raise r.fail(
+                f"field 'clocks.{key}' = {hz:g} Hz is not a plausible FPGA clock; give a value "
+                f"between {MIN_CLOCK_HZ:g} and {MAX_CLOCK_HZ:g} Hz (e.g. 400e6)"
+            )
     sfu = r.section("sfu")
     sfu["latency_cycles"] = r.named("sfu", "latency_cycles", "int0", CVO_FUNCS)
     regs = r.section("registers")
@@ -448,7 +476,7 @@ def _build(raw: dict, where: str) -> Profile:
         core_hz=clocks["core_hz"],
         axi_hz=clocks["axi_hz"],
         lanes=lanes,
-        pools=r.section("pools"),
+        pools=pools,
         gemv=GemvUnit(**r.section("gemv")),
         gemm=GemmUnit(**r.section("gemm")),
         sfu=SfuUnit(**sfu),

@@ -266,3 +266,21 @@ def test_any_single_bad_value_loads_or_raises_profile_error(tmp_path_factory, da
         ):
             if node["lane_class"] in profile.lanes:
                 assert node_cycles(node, profile) >= 1
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ('extends = "v002-spec"\n', "'extends' belongs in the \\[profile\\] table"),
+        ("[lanes]\ngemv = 1000000\n", "'lanes.gemv' = 1000000 is more lanes than the ISA"),
+        ("[pools]\nweight_port = 500\n", "'pools.weight_port' = 500 is not a plausible"),
+        ("[clocks]\ncore_hz = 1e-30\n", "'clocks.core_hz' = 1e-30 Hz is not a plausible"),
+        ("[clocks]\naxi_hz = 2.5e11\n", "'clocks.axi_hz' = 2.5e\\+11 Hz is not a plausible"),
+    ],
+)
+def test_implausible_or_misplaced_values_are_refused(tmp_path, body, message):
+    head = '[profile]\nextends = "v002-spec"\nname = "x"\ndescription = "x"\nsource = "x"\n'
+    path = tmp_path / "user.toml"
+    path.write_text(body if body.startswith("extends") else head + body)
+    with pytest.raises(ProfileError, match=message):
+        load_profile(path)
