@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pccx_flow.cli.common import DEFAULT_POSITION, add_step_args, step_from_args
+from pccx_flow.cli.common import DEFAULT_POSITION, STEP_DEFAULTS, add_step_args, step_from_args
 from pccx_flow.cli.graph import phase_bar
+from pccx_flow.errors import InputError
 
 EPILOG = f"""examples:
   pccx-flow check                              # E4B, pccx semantics, position {DEFAULT_POSITION}
@@ -73,6 +74,17 @@ def run(args: argparse.Namespace) -> int:
     with phase_bar(3, args.no_progress) as bar:
         if args.graph is not None:
             from pccx_flow.graph.export import read_graph
+
+            given = [
+                f"--{name.replace('_', '-')}"
+                for name, default in STEP_DEFAULTS.items()
+                if getattr(args, name) != default
+            ]
+            if given:
+                raise InputError(
+                    f"--graph reads a finished graph, so {', '.join(given)} would be ignored; "
+                    "drop them or drop --graph"
+                )
 
             bar.set_description(f"reading {args.graph}")
             graph = read_graph(args.graph)

@@ -18,27 +18,37 @@ from pccx_flow.errors import InputError
 # A 1,024-token context: long enough that KV reads show, short enough to be typical.
 DEFAULT_POSITION = 1023
 
+# Defaults of the step options (position None = DEFAULT_POSITION capped by the preset).
+STEP_DEFAULTS = {
+    "preset": "e4b",
+    "semantics": "pccx",
+    "position": None,
+    "layers": None,
+    "tile_rows": 512,
+}
+
 
 def add_step_args(p: argparse.ArgumentParser, *, layers: bool = True) -> None:
     """Add --preset, --semantics, --position, --tile-rows and (unless `layers` is False)
     --layers to a subcommand's parser."""
-    p.add_argument("--preset", default="e4b", help="model preset: e4b or tiny (default: e4b)")
-    p.add_argument("--semantics", default="pccx", help="pccx or gemma3n (default: pccx)")
+    d = STEP_DEFAULTS
+    p.add_argument("--preset", default=d["preset"], help="model preset: e4b or tiny (default: e4b)")
+    p.add_argument("--semantics", default=d["semantics"], help="pccx or gemma3n (default: pccx)")
     p.add_argument(
         "--position",
         type=int,
-        default=None,
+        default=d["position"],
         metavar="N",
         help=f"decode position (default: {DEFAULT_POSITION}, or the preset's last if smaller)",
     )
     if layers:
         p.add_argument(
-            "--layers", default=None, metavar="A:B", help="only layers A..B-1 (default: all)"
+            "--layers", default=d["layers"], metavar="A:B", help="only layers A..B-1 (default: all)"
         )
     p.add_argument(
         "--tile-rows",
         type=int,
-        default=512,
+        default=d["tile_rows"],
         metavar="N",
         help="GEMV output rows per tile (default: 512, one instruction's limit)",
     )

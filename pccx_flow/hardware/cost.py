@@ -70,12 +70,6 @@ def axi_to_core(axi_cycles: Fraction | int, profile: Profile) -> Fraction:
     return Fraction(axi_cycles) * _rates(profile).core_per_axi
 
 
-def seconds_to_core(seconds: Fraction | float, profile: Profile) -> Fraction:
-    """Seconds expressed in core clock cycles (exact)."""
-    s = seconds if isinstance(seconds, Fraction) else _exact(seconds)
-    return s * _rates(profile).core_hz
-
-
 @dataclass(frozen=True)
 class _Rates:
     """A profile's numbers as exact fractions, computed once per profile object."""
@@ -240,10 +234,12 @@ def annotate_costs(graph, profile: Profile) -> None:
     """Set each node's ``cycles`` (int) and ``resources`` (list of pool names) in place.
 
     ``resources`` is a list so the graph stays JSON-compatible; the graph records the
-    profile's name in ``graph.graph["profile"]``.
+    profile's name in ``graph.graph["profile"]`` and, so an exported graph cannot be mistaken
+    for a measurement, ``graph.graph["cycles_are"] = "model estimate, profile <name>"``.
     """
     for node_id, attrs in graph.nodes(data=True):
         view = attrs if "id" in attrs else {**attrs, "id": node_id}
         attrs["cycles"] = node_cycles(view, profile)
         attrs["resources"] = list(node_resources(view, profile))
     graph.graph["profile"] = profile.name
+    graph.graph["cycles_are"] = f"model estimate, profile {profile.name}"

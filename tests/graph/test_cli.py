@@ -108,3 +108,20 @@ def test_help_shows_examples(capsys):
             main(argv)
         assert info.value.code == 0
         assert "examples:" in capsys.readouterr().out
+
+
+def test_check_graph_file_refuses_build_options_it_would_ignore(capsys, tmp_path):
+    out = tmp_path / "t.json"
+    assert main(["graph", "export", "--preset", "tiny", "--no-progress", "-o", str(out)]) == 0
+    capsys.readouterr()
+    rc = main(["check", "--graph", str(out), "--layers", "0:3", "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.count("\n") == 0
+    assert "--layers would be ignored" in err
+
+
+def test_export_with_profile_labels_cycles_as_estimates(tmp_path):
+    out = tmp_path / "c.json"
+    argv = ["graph", "export", "--preset", "tiny", "--profile", "v002-spec", "-o", str(out)]
+    assert main([*argv, "--no-progress"]) == 0
+    assert read_graph(out).graph["cycles_are"] == "model estimate, profile v002-spec"
