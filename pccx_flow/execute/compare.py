@@ -54,8 +54,9 @@ def kv_rounding(ours: np.ndarray, theirs: np.ndarray) -> KVRounding:
     """
     a = np.asarray(ours)
     b = np.asarray(theirs)
-    diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
-    ulp = np.spacing(np.maximum(np.abs(a), np.abs(b)).astype(np.float16)).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf rows are judged, not warned
+        diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
+        ulp = np.spacing(np.maximum(np.abs(a), np.abs(b)).astype(np.float16)).astype(np.float64)
     scale = float(np.max(np.abs(b.astype(np.float64)), initial=0.0))
     beyond = int((diff > ulp + KV_ROW_TOLERANCE * scale).sum())
     flips = int((diff > 0).sum()) if a.dtype == np.float16 and b.dtype == np.float16 else 0

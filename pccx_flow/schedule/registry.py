@@ -215,7 +215,7 @@ def run_on_problem(
         result = policy.schedule(problem, timeline)
     except PccxFlowError as exc:
         raise PolicyError(f"policy {label} failed: {_one_line(exc)}") from exc
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # a plugin calling sys.exit() must not end the run
         raise PolicyError(f"policy {label} raised {type(exc).__name__}: {_one_line(exc)}") from exc
     if result is None:
         missing = timeline.unplaced()

@@ -14,7 +14,8 @@ def local_client():
         processes=False,
         n_workers=1,
         threads_per_worker=2,
-        dashboard_address=None,
+        dashboard_address="127.0.0.1:0",  # None would still serve :8787
+        worker_dashboard_address="127.0.0.1:0",
     )
     client = Client(cluster, set_as_default=False)
     yield client

@@ -67,7 +67,8 @@ def test_run_on_a_scheduler_address(tiny_ckpt, tiny_ckpt_dir, capsys):
         threads_per_worker=2,
         protocol="tcp",
         host="127.0.0.1",
-        dashboard_address=None,
+        dashboard_address="127.0.0.1:0",  # None would still serve :8787
+        worker_dashboard_address="127.0.0.1:0",
     ) as cluster:
         address = cluster.scheduler_address
         assert address.startswith("tcp://127.0.0.1:")

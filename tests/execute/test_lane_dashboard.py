@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from pccx_flow.execute.executor import execute_step
 from pccx_flow.execute.plan import plan_graph
@@ -52,7 +53,7 @@ def test_lane_counts_served_on_loopback(tiny_config):
             out = execute_step(g, None, state, kernels="handmade", client=client, schedule=sched)
             np.testing.assert_array_equal(out.logits, expected_logits(tiny_config, 1))
             port = cluster.scheduler.http_server.port
-            assert cluster.scheduler.http_server  # bound by dashboard_address to 127.0.0.1
+            assert _listening_hosts(port) == {"127.0.0.1"}, "dashboard must bind loopback only"
             with urllib.request.urlopen(f"http://127.0.0.1:{port}{pccx_lanes.ROUTE}") as resp:
                 data = json.loads(resp.read())
     finally:
@@ -63,3 +64,20 @@ def test_lane_counts_served_on_loopback(tiny_config):
     got = {lane: row["finished"] for lane, row in data["lanes"].items()}
     assert got == want
     assert all(row["processing"] == 0 and row["erred"] == 0 for row in data["lanes"].values())
+
+
+def _listening_hosts(port: int) -> set[str]:
+    """IPv4 addresses with a socket listening on `port`, read from /proc/net/tcp (Linux)."""
+    import ipaddress
+    from pathlib import Path
+
+    table = Path("/proc/net/tcp")
+    if not table.exists():
+        pytest.skip("needs /proc/net/tcp to see where the dashboard listens")
+    hosts = set()
+    for line in table.read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        addr, hexport = local.split(":")
+        if state == "0A" and int(hexport, 16) == port:  # 0A = LISTEN
+            hosts.add(str(ipaddress.IPv4Address(bytes.fromhex(addr)[::-1])))
+    return hosts

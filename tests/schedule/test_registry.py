@@ -54,6 +54,11 @@ class Raises:
         raise RuntimeError("boom")
 
 
+class Exits:
+    def schedule(self, problem, timeline):
+        raise SystemExit(0)
+
+
 class RaisesLines:
     def schedule(self, problem, timeline):
         raise ValueError("first line\\n  second line\\n" + "x" * 500)
@@ -148,6 +153,7 @@ def test_self_timed_plugin_gets_pool_instances_and_is_checked(plugin_module, por
     ("cls", "message"),
     [
         ("Raises", "raised RuntimeError: boom"),
+        ("Exits", "raised SystemExit"),
         ("Overlapping", "produced an invalid schedule: .*starts at 0 before its input"),
         ("ReturnsNumber", "returned a int; schedule\\(\\) must place nodes"),
         ("LeavesNodes", "left 9 of 10 nodes unscheduled"),
