@@ -55,7 +55,3 @@ class ExecutionError(PccxFlowError):
 
 class RenderError(PccxFlowError):
     """A picture cannot be drawn (for example Graphviz's `dot` is missing)."""
-
-
-class BoardError(PccxFlowError):
-    """A board or emulator backend that is missing, hung or answered wrongly."""

@@ -35,13 +35,6 @@ def unpack_int4(packed: np.ndarray) -> np.ndarray:
     return out
 
 
-def dequantize_int4_rows(packed: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """Float32 rows ``[rows, cols]`` = signed nibbles x per-row scale (small tiles only)."""
-    q = unpack_int4(packed).astype(np.float32)
-    q *= np.asarray(scale, dtype=np.float32)[:, None]
-    return q
-
-
 def gemv_int4_numpy(packed: np.ndarray, scale: np.ndarray, x: np.ndarray) -> np.ndarray:
     """``y[r] = scale[r] * sum_c q[r, c] * x[c]`` with NumPy, one tile at a time."""
     q = unpack_int4(packed).astype(np.float64)

@@ -144,11 +144,3 @@ def tensor_manifest(config: Gemma3nConfig) -> list[TensorSpec]:
     for i in range(config.n_layers):
         out.extend(layer_tensors(config, i))
     return out
-
-
-def layer_key(layer: int, spec_name: str, config: Gemma3nConfig) -> str:
-    """Checkpoint key of a layer tensor given its specification name, e.g. ``(3, "W_q")``."""
-    for t in layer_tensors(config, layer):
-        if t.spec_name == spec_name:
-            return t.key
-    raise KeyError(spec_name)

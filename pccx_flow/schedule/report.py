@@ -6,8 +6,6 @@ text says so on each line that carries one; no pccx board has ever been timed.
 
 from __future__ import annotations
 
-from typing import Any
-
 WIDTH = 80
 
 
@@ -147,13 +145,3 @@ def format_policy_list(rows: list[tuple[str, str, str]], default: str) -> str:
             desc = desc[: max(room - 3, 0)] + "..."
         out.append(f"{name:<{width}}  {desc}{mark}{tag}")
     return "\n".join(out)
-
-
-def summary_context(args: Any) -> dict:
-    """The graph facts the summary shows, from parsed CLI arguments."""
-    return {
-        "preset": getattr(args, "preset", None),
-        "semantics": getattr(args, "semantics", None),
-        "position": getattr(args, "position", None),
-        "layers": getattr(args, "layers", None),
-    }
