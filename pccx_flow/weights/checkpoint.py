@@ -28,7 +28,7 @@ from pccx_flow.errors import (
     TensorFormatError,
     WeightsError,
 )
-from pccx_flow.model.config import PRESETS, Gemma3nConfig, owns_kv
+from pccx_flow.model.config import PRESETS, Gemma3nConfig
 from pccx_flow.model.tensors import KEY_PREFIX, TensorSpec, tensor_manifest
 from pccx_flow.weights.int4 import dequantize_rows
 from pccx_flow.weights.npy import NpyHeader, open_readonly
@@ -67,20 +67,6 @@ def scale_path(directory: Path | str, key: str) -> Path:
 def short_key(key: str) -> str:
     """Accept a short key or a full ``model.language_model.`` key; return the short key."""
     return key[len(KEY_PREFIX) :] if key.startswith(KEY_PREFIX) else key
-
-
-def is_optional(config: Gemma3nConfig, spec: TensorSpec) -> bool:
-    """True for tensors no decode step reads, which a checkpoint may therefore leave out.
-
-    These are the K/V projections of KV-sharing layers (``spec.used`` is False) and, for the
-    same reason, their ``gamma_k``: a layer that reuses another layer's cache never computes
-    K. Published Gemma 3n checkpoints carry all three; transformers 5 saves none of them.
-    """
-    if not spec.used:
-        return True
-    return (
-        spec.spec_name == "gamma_k" and spec.layer is not None and not owns_kv(config, spec.layer)
-    )
 
 
 def config_from_dict(data: dict, where: str) -> Gemma3nConfig:

@@ -25,7 +25,6 @@ from tqdm import tqdm
 from pccx_flow.errors import ConfigError, MissingTensorError, TensorFormatError, WeightsError
 from pccx_flow.model.config import PRESETS, Gemma3nConfig
 from pccx_flow.model.tensors import KEY_PREFIX, TensorSpec, tensor_manifest
-from pccx_flow.weights.checkpoint import is_optional
 from pccx_flow.weights.int4 import quantize_rows
 from pccx_flow.weights.safetensors_reader import SafeTensor, read_safetensors_header
 from pccx_flow.weights.writer import TensorFileWriter, prepare_output_dir, write_manifest
@@ -178,7 +177,7 @@ def config_from_shapes(tensors: dict[str, SafeTensor]) -> Gemma3nConfig:
     """The preset whose every tensor shape matches the shards, else a `ConfigError`."""
     for preset in PRESETS.values():
         specs = tensor_manifest(preset)
-        needed = [s for s in specs if not is_optional(preset, s)]
+        needed = [s for s in specs if s.used]
         if all(s.key in tensors and tensors[s.key].shape == hf_shape(s) for s in needed):
             return preset
     raise ConfigError(
@@ -262,7 +261,7 @@ def import_safetensors(
     if config is None:
         config = resolve_import_config(shards, sources, tensors)
     specs = tensor_manifest(config)
-    missing = [s.key for s in specs if not is_optional(config, s) and s.key not in tensors]
+    missing = [s.key for s in specs if s.used and s.key not in tensors]
     if missing:
         shown = ", ".join(missing[:5]) + (
             f" and {len(missing) - 5} more" if len(missing) > 5 else ""

@@ -4,7 +4,7 @@ Every tensor the config needs is opened exactly as `Checkpoint` opens it (header
 shape in either storage form, truncation, pickles refused), float32 data and INT4 scales are
 scanned for NaN/inf, and files that belong to no tensor are listed. The K/V weights of
 KV-sharing layers (and their gamma_k) are never read by a decode step, so their absence is
-not a problem (`checkpoint.is_optional`).
+not a problem (`TensorSpec.used` is False).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from pccx_flow.model.config import Gemma3nConfig
 from pccx_flow.model.tensors import tensor_manifest
 from pccx_flow.weights.checkpoint import (
     MANIFEST_NAME,
-    is_optional,
     open_tensor,
     read_manifest,
     resolve_config,
@@ -73,7 +72,7 @@ def inspect_checkpoint(path: Path | str, config: Gemma3nConfig | None = None) ->
         try:
             opened = open_tensor(directory, spec)
         except MissingTensorError as exc:
-            if not is_optional(config, spec) or data_file.exists():
+            if spec.used or data_file.exists():
                 report.problems.append(str(exc))
             continue
         except TensorFormatError as exc:
