@@ -23,6 +23,7 @@ from typing import Any
 import dask
 import networkx as nx
 import numpy as np
+from dask.system import CPU_COUNT
 
 from pccx_flow.errors import ExecutionError, InputError
 from pccx_flow.execute import kernels as kernel_module
@@ -199,6 +200,16 @@ def connect(client: Any = None, scheduler: Any = None):
             dist.close()
 
 
+def worker_count(client: Any, scheduler: Any) -> int:
+    """How many tasks can run at once: the cluster's threads, the local thread pool's size
+    (dask's ``num_workers`` setting or the CPU count), or 1 for the synchronous scheduler."""
+    if client is not None:
+        return max(1, sum(client.nthreads().values()))
+    if scheduler in ("sync", "synchronous"):
+        return 1
+    return int(dask.config.get("num_workers", None) or CPU_COUNT)
+
+
 def run_dask_step(
     step: DaskStep, keys: list[str], *, client: Any = None, scheduler: Any = None
 ) -> list:
@@ -236,26 +247,26 @@ def execute_step(
     if client is not None or (isinstance(scheduler, str) and "://" in scheduler):
         # A long-lived cluster may still know keys of an earlier run of the same position.
         tag += f"-{next(_RUN_COUNTER):08x}"
-    build = build_fused_dask_graph if fuse else build_dask_graph
-    step = build(
-        graph,
-        calls,
-        kernels=kernels,
-        ctx=ctx,
-        weights=as_weights_ref(weights),
-        externals=externals,
-        step_tag=tag,
-        schedule=schedule,
-    )
-    if fuse:
-        keys = list(step.dsk)
-        results = {}
-        for group in run_dask_step(step, keys, client=client, scheduler=scheduler):
-            results.update(group)
-    else:
-        nodes = list(calls)
-        values = run_dask_step(step, step.keys_for(nodes), client=client, scheduler=scheduler)
-        results = dict(zip(nodes, values, strict=True))
+    with connect(client, scheduler) as dist:
+        common = dict(
+            kernels=kernels,
+            ctx=ctx,
+            weights=as_weights_ref(weights),
+            externals=externals,
+            step_tag=tag,
+            schedule=schedule,
+        )
+        if fuse:
+            workers = worker_count(dist, scheduler)
+            step = build_fused_dask_graph(graph, calls, workers=workers, **common)
+            results = {}
+            for group in run_dask_step(step, list(step.dsk), client=dist, scheduler=scheduler):
+                results.update(group)
+        else:
+            step = build_dask_graph(graph, calls, **common)
+            nodes = list(calls)
+            values = run_dask_step(step, step.keys_for(nodes), client=dist, scheduler=scheduler)
+            results = dict(zip(nodes, values, strict=True))
     return _finish(state, calls, results, commit)
 
 
@@ -279,8 +290,9 @@ def execute(
     and its order as priorities (honoured by distributed; the threaded scheduler orders
     tasks itself). After the step the new K/V rows are committed into `state` and its
     position advances by one (unless ``commit=False``). A failing kernel raises
-    `ExecutionError` naming the node. ``fuse=True`` groups light single-consumer nodes and
-    sibling GEMV tiles into fewer tasks (`pccx_flow.execute.fuse`): same kernels, same bits.
+    `ExecutionError` naming the node. ``fuse=True`` runs the nodes as fewer, larger tasks
+    shaped for the number of threads or workers that will run them
+    (`pccx_flow.execute.fuse`): same kernels, same bits.
     """
     return execute_step(
         graph,

@@ -1,67 +1,79 @@
 """Optional fusion: fewer, larger Dask tasks for the same kernel calls.
 
-A decode step has ~13,000 nodes on E4B. Most are element-wise or scalar steps that take
-microseconds (an RMSNorm alone is seven: square, REDUCE_SUM, mean+eps, SQRT, RECIP, SCALE,
-×γ), and even a 512-row INT4 GEMV tile takes only ~0.1-0.2 ms here, while a task costs
-~50-100 µs on the threaded scheduler and ~0.6 ms plus a batching interval per dependency
-level on `distributed` (``dask-notes.md``). Fusion is off unless asked for
+A decode step has ~13,500 nodes on E4B. Most take microseconds (an RMSNorm alone is seven:
+square, REDUCE_SUM, mean+eps, SQRT, RECIP, SCALE, ×γ), and even a 512-row INT4 GEMV tile
+takes only ~0.2 ms here, while the threaded scheduler spends ~50-100 µs per task and
+`distributed` ~0.6 ms plus a batching interval per dependency level (``dask-notes.md``).
+One task per node therefore costs more than the arithmetic. Fusion is off unless asked for
 (``execute(..., fuse=True)``); the one-task-per-node graph stays the default and is tested.
 
-Two rules, both keeping every node computed exactly once:
+How nodes are grouped: the step is list-scheduled, in the plan's topological order, onto as
+many simulated workers as will run it (each node starts on the worker where it can start
+first, preferring the worker that produced its latest input), with a rough CPU cost per node
+(`cpu_cost`). Each worker's sequence of nodes is then cut into *runs*: a node joins the run
+its worker is working on unless it needs an input that another worker finishes only after
+that run began. A run is one Dask task. Independent work (the tiles of a wide GEMV, the
+heads of attention) still lands on different workers, so fusion keeps the parallelism the
+machine has, while the chains between synchronisation points become single tasks.
 
-1. *Sibling tiles*: GEMV tiles of the same weight that read exactly the same producers are
-   cut, in order, into chunks of at most `tile_group` tiles; a chunk is one task. Siblings
-   with identical predecessors can have no path between them (it would close a cycle
-   through a shared predecessor), so a chunk never waits on itself.
-2. *Light single-consumer nodes*: a non-GEMV node whose output goes to exactly one consumer
-   is computed inside that consumer's task. Applied transitively, this folds in-trees of
-   element-wise steps into the task that needs them.
-
-On E4B this turns 13,565 tasks into 3,722 (2,461 of them GEMV chunks); on tiny 2,427 into 587.
-
-With tile_group=1 rule 1 is off and GEMV tiles stay one task each.
+Why the task graph stays acyclic: a run B depends on a run A only through an edge a -> b
+with a in A, b in B. If A is on B's worker it is an earlier run there; otherwise a finished
+no later than B started. Either way A started strictly before B (every cost is positive), so
+start times order the runs topologically. Every node is in exactly one run.
 """
 
 from __future__ import annotations
 
 import networkx as nx
 
-HEAVY_OPS = ("GEMV", "GEMM")
+# Rough CPU costs, used only to shape the runs (not reported anywhere): a kernel call's fixed
+# cost, and the INT4 GEMV streaming rate of the numba kernel on this machine's cores.
+CALL_SECONDS = 10e-6
+WEIGHT_BYTES_PER_SECOND = 3.5e9
+ACT_BYTES_PER_SECOND = 5e9
+# What starting a new task costs (Dask's dispatch plus building and ordering the task): a
+# node moves to another worker only when that gains more than this.
+TASK_SECONDS = 100e-6
 
 
-def _sibling_chunks(graph: nx.DiGraph, order: list[str], tile_group: int) -> dict[str, str]:
-    """root_of for GEMV tiles merged into chunks (rule 1)."""
-    classes: dict[tuple, list[str]] = {}
-    for node in order:
-        attrs = graph.nodes[node]
-        weight = attrs.get("weight")
-        if attrs.get("op") in HEAVY_OPS and weight:
-            key = (attrs["op"], weight["key"], frozenset(graph.predecessors(node)))
-            classes.setdefault(key, []).append(node)
-    root_of: dict[str, str] = {}
-    for members in classes.values():
-        for i in range(0, len(members), tile_group):
-            chunk = members[i : i + tile_group]
-            for node in chunk:
-                root_of[node] = chunk[-1]
-    return root_of
+def cpu_cost(attrs: dict) -> float:
+    """Estimated CPU seconds of one node: a fixed call cost plus the bytes it streams."""
+    weight = float(attrs.get("weight_bytes") or 0)
+    act = float(attrs.get("act_bytes") or 0)
+    return CALL_SECONDS + weight / WEIGHT_BYTES_PER_SECOND + act / ACT_BYTES_PER_SECOND
 
 
-def fusion_groups(graph: nx.DiGraph, order: list[str], tile_group: int = 8) -> dict[str, list[str]]:
+def fusion_groups(graph: nx.DiGraph, order: list[str], workers: int = 2) -> dict[str, list[str]]:
     """``{root: [members in topological order]}`` covering every node exactly once.
 
-    `order` is a topological order of the graph (the plan's order).
+    `order` is a topological order of the graph (the plan's order); `workers` the number of
+    threads or worker processes that will run the tasks (at least 1). A group's root is its
+    first member.
     """
-    root_of = _sibling_chunks(graph, order, tile_group) if tile_group > 1 else {}
-    for node in reversed(order):
-        if node in root_of:
-            continue
-        succ = list(graph.successors(node))
-        light = graph.nodes[node].get("op") not in HEAVY_OPS
-        root_of[node] = root_of[succ[0]] if light and len(succ) == 1 else node
+    workers = max(1, int(workers))
+    placed: dict[str, tuple[int, float]] = {}  # node -> (worker, simulated finish)
+    free = [0.0] * workers
+    run_start = [0.0] * workers  # simulated start of the run each worker is on
+    run_root: list[str | None] = [None] * workers
     groups: dict[str, list[str]] = {}
+    nodes, pred = graph.nodes, graph.pred
     for node in order:
-        groups.setdefault(root_of[node], []).append(node)
+        inputs = [placed[p] for p in pred[node]]
+        ready, preferred = max(((f, w) for w, f in inputs), default=(0.0, 0))
+        best = None
+        for i in range(workers):
+            joins = run_root[i] is not None and all(w == i or f <= run_start[i] for w, f in inputs)
+            start = max(ready, free[i]) + (0.0 if joins else TASK_SECONDS)
+            rank = (start, i != preferred, i)
+            if best is None or rank < best[0]:
+                best = (rank, i, start, joins)
+        _, w, start, joins = best
+        free[w] = start + cpu_cost(nodes[node])
+        placed[node] = (w, free[w])
+        if not joins:
+            run_root[w], run_start[w] = node, start
+            groups[node] = []
+        groups[run_root[w]].append(node)
     return groups
 
 
