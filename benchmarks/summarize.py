@@ -141,16 +141,25 @@ def execute_section(d: dict) -> str:
     for key, label in names.items():
         m = d["modes"].get(key)
         if m:
-            rows.append([label, f"{m['median_s']:.2f} s", f"{m['peak_rss_mib']:.0f} MiB"])
+            tasks = f"{m['tasks']:,}" if "tasks" in m else "-"
+            rows.append([label, f"{m['median_s']:.2f} s", tasks, f"{m['peak_rss_mib']:.0f} MiB"])
+    fused = d["modes"].get("dask-fused", {})
     ratios = (
         f"Dask / loop: {d['dask_over_loop']:.2f}x unfused, "
-        f"{d['dask-fused_over_loop']:.2f}x fused; max abs logit difference to the reference "
+        f"{d['dask-fused_over_loop']:.2f}x fused"
+        + (
+            f" ({fused['threads']} threads; grouping the nodes takes "
+            f"{fused['fusion_s'] * 1000:.0f} ms of the step)"
+            if "fusion_s" in fused
+            else ""
+        )
+        + "; max abs logit difference to the reference "
         f"{d['dask_max_abs_diff_vs_reference']:.1e}, same argmax."
     )
     return (
         f"**Executing one E4B step on this CPU** (`bench_execute.py`, {d['semantics']}, "
         f"position {d['position']}, median of 3; targets ≤ 2 s per step, Dask ≤ 1.2x the loop)"
-        "\n\n" + _table(["mode", "s/step", "peak RSS"], rows) + "\n\n" + ratios
+        "\n\n" + _table(["mode", "s/step", "Dask tasks", "peak RSS"], rows) + "\n\n" + ratios
     )
 
 
