@@ -119,4 +119,3 @@ def test_help_shows_examples(capsys):
         main(["schedule", "--help"])
     out = capsys.readouterr().out
     assert "examples:" in out and "pccx-flow schedule --list" in out
-
