@@ -5,15 +5,19 @@ step (position 0, token 2, fresh cache) once to warm up (numba compile, page cac
 `--repeats` times; the table shows the median seconds per step and the child's peak RSS.
 ``dask / loop`` is the overhead ratio of Dask (one task per node; ``dask-fused``: the nodes
 grouped into fewer tasks shaped for the thread count, see `pccx_flow.execute.fuse`) over
-calling the same kernels in a plain loop. A Dask step includes building, ordering and running
-its task graph (and, fused, computing the groups); the graph and its plan are built once,
-outside the timed step, for every mode alike.
+calling the same kernels in a plain loop. A Dask child times the plain loop right after each
+of its steps and the ratio is the median of those pairs, so a machine that slows down for a
+while (this one is shared) slows both sides of a pair alike. A Dask step includes building,
+ordering and running its task graph (and, fused, computing the groups); the graph and its
+plan are built once, outside the timed step, for every mode alike. The fused child also
+sweeps the fusion grain (what a task is charged; `GRAINS`) to show how the task count
+matters.
 The loop child also times every kernel kind, to show what dominates a step.
 
 All times are CPU wall times of this machine, not NPU estimates.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_execute.py            # /work/ckpt/e4b-seed0
-    python benchmarks/bench_execute.py --weights DIR --repeats 3
+    python benchmarks/bench_execute.py --weights DIR --repeats 5
 
 Writes benchmarks/results/execute.json.
 """
@@ -38,10 +42,35 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_WEIGHTS = "/work/ckpt/e4b-seed0"
 MODES = ("dask", "dask-fused", "loop", "reference")
 TOKEN, POSITION = 2, 0
+GRAINS = (1e-4, 1e-3, 1e-2)  # fusion grains swept by the dask-fused child (seconds)
 
 
 def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _seconds(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def _grain_point(graph, calls, step, loop, grain: float, repeats: int) -> dict:
+    """Fused Dask at one fusion grain: tasks, median seconds, median paired ratio to the loop."""
+    from pccx_flow.execute import executor
+    from pccx_flow.execute.fuse import fusion_groups
+
+    tasks = len(fusion_groups(graph, list(calls), executor.worker_count(None, None), grain))
+    times, ratios = [], []
+    for _ in range(repeats):
+        times.append(_seconds(lambda: step(grain)))
+        ratios.append(times[-1] / _seconds(loop))
+    return {
+        "grain_s": grain,
+        "tasks": tasks,
+        "median_s": statistics.median(times),
+        "paired_over_loop": statistics.median(ratios),
+    }
 
 
 def child(mode: str, weights: str, repeats: int, semantics: str) -> dict:
@@ -53,6 +82,7 @@ def child(mode: str, weights: str, repeats: int, semantics: str) -> dict:
     ckpt = open_checkpoint(weights)
     cfg = ckpt.config
     out: dict = {"mode": mode}
+    paired_loop = None
     if mode == "reference":
         from pccx_flow.reference.decode import decode_step, new_kv_cache
 
@@ -88,11 +118,15 @@ def child(mode: str, weights: str, repeats: int, semantics: str) -> dict:
                 out["fusion_s"] = time.perf_counter() - t0
                 out["threads"] = workers
 
-            def step():
+            def step(grain=None):
                 return executor.execute_step(
-                    graph, ckpt, state, commit=False, calls=calls, fuse=fuse
+                    graph, ckpt, state, commit=False, calls=calls, fuse=fuse, fuse_grain=grain
                 ).logits
 
+            def loop():
+                return executor.run_sequential(graph, ckpt, state, commit=False, calls=calls)
+
+            paired_loop = loop
         else:
             per_kernel: dict[str, float] = defaultdict(float)
             real_run_node = runtime.run_node
@@ -114,13 +148,19 @@ def child(mode: str, weights: str, repeats: int, semantics: str) -> dict:
             out["per_kernel_s"] = per_kernel
 
     logits = step()  # warm-up: numba compile, page cache
-    times = []
+    times, ratios = [], []
     for _ in range(repeats):
         t0 = time.perf_counter()
         logits = step()
         times.append(time.perf_counter() - t0)
+        if paired_loop is not None:  # the loop right after, so both see the same machine
+            ratios.append(times[-1] / _seconds(paired_loop))
     out["seconds"] = times
     out["median_s"] = statistics.median(times)
+    if ratios:
+        out["paired_over_loop"] = statistics.median(ratios)
+    if mode == "dask-fused":
+        out["grains"] = [_grain_point(graph, calls, step, paired_loop, g, repeats) for g in GRAINS]
     out["peak_rss_mib"] = _peak_rss_mib()
     out["argmax"] = int(np.argmax(logits))
     out["logits_head"] = [float(v) for v in np.asarray(logits[:4])]
@@ -134,7 +174,7 @@ def child(mode: str, weights: str, repeats: int, semantics: str) -> dict:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--weights", default=DEFAULT_WEIGHTS)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--semantics", default="pccx")
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -166,9 +206,8 @@ def main(argv: list[str]) -> int:
         "modes": results,
     }
     for m in ("dask", "dask-fused"):
-        if m in results and "loop" in results:
-            ratio = results[m]["median_s"] / results["loop"]["median_s"]
-            summary[f"{m}_over_loop"] = ratio
+        if m in results:
+            summary[f"{m}_over_loop"] = results[m]["paired_over_loop"]
     if "reference" in logits:
         ref = logits["reference"].astype(np.float64)
         for m in logits:
@@ -181,7 +220,12 @@ def main(argv: list[str]) -> int:
         print(f"{m:<10} {r['median_s']:8.3f} {r.get('tasks', '-'):>7} {r['peak_rss_mib']:13.0f}")
     for m in ("dask", "dask-fused"):
         if f"{m}_over_loop" in summary:
-            print(f"{m} / loop overhead ratio: {summary[f'{m}_over_loop']:.2f}")
+            print(f"{m} / loop ratio (median of paired runs): {summary[f'{m}_over_loop']:.2f}")
+    for point in results.get("dask-fused", {}).get("grains", []):
+        print(
+            f"  fusion grain {point['grain_s'] * 1e3:g} ms: {point['tasks']} tasks, "
+            f"{point['median_s']:.3f} s/step, {point['paired_over_loop']:.2f}x the loop"
+        )
     for k, v in summary.items():
         if k.endswith("_vs_reference"):
             print(f"{k}: {v:.2e}")

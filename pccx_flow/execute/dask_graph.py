@@ -110,22 +110,25 @@ def build_fused_dask_graph(
     step_tag: str,
     schedule: Any = None,
     workers: int = 2,
+    grain: float | None = None,
 ) -> DaskStep:
     """Like `build_dask_graph` but one task per fusion group (see `pccx_flow.execute.fuse`).
 
     `workers` is how many threads or worker processes will run the step: the groups are
-    shaped for that many. A group's key is its root node's key (op and lane of its first
-    member); it carries the root's lane annotations and the highest priority of its members.
-    ``key_of`` maps every member to its group's key; each task returns ``{node: outputs}``
-    for its members.
+    shaped for that many, with `grain` seconds charged per task (default
+    `pccx_flow.execute.fuse.GRAIN_SECONDS`). A group's key is its root node's key (op and
+    lane of its first member); it carries the root's lane annotations and the highest
+    priority of its members. ``key_of`` maps every member to its group's key; each task
+    returns ``{node: outputs}`` for its members.
     """
-    from pccx_flow.execute.fuse import fusion_groups
+    from pccx_flow.execute.fuse import GRAIN_SECONDS, fusion_groups
     from pccx_flow.execute.runtime import run_group
 
     lanes = {}
     if schedule is not None:
         lanes = {n: str(s.lane) for n, s in schedule.slots.items()}
-    groups = fusion_groups(graph, list(calls), workers)
+    grain = GRAIN_SECONDS if grain is None else grain
+    groups = fusion_groups(graph, list(calls), workers, grain)
     group_key = {r: task_key(r, graph.nodes[r], step_tag, lanes.get(r)) for r in groups}
     key_of = {n: group_key[r] for r, members in groups.items() for n in members}
     prio = schedule_priorities(schedule, calls) if schedule is not None else {}

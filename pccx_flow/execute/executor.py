@@ -36,9 +36,12 @@ from pccx_flow.execute.state import DecodeState, commit_step
 _RUN_COUNTER = itertools.count()
 
 # Ready tasks handed to a worker thread per dispatch on the threaded scheduler (dask's
-# ``chunksize``; a ``chunksize`` in the dask config wins). Measured on one E4B step here:
-# 1 -> 2.1 s unfused / 1.15 s fused, 2 -> 1.7 s / 0.95 s, 4 -> 1.65 s / 1.07 s (loop 0.86 s).
+# ``chunksize``; a ``chunksize`` in the dask config wins). With one task per node, batching
+# two saves dispatches (one E4B step here: 1 -> 2.1 s, 2 -> 1.7 s, 4 -> 1.65 s; loop 0.86 s).
+# Fused tasks are few and large, and batching them only keeps the second thread idle
+# (1 -> 1.03 s, 2 -> 1.12 s; loop 1.04 s).
 THREADED_CHUNKSIZE = 2
+FUSED_CHUNKSIZE = 1
 
 
 @dataclass
@@ -211,15 +214,22 @@ def worker_count(client: Any, scheduler: Any) -> int:
 
 
 def run_dask_step(
-    step: DaskStep, keys: list[str], *, client: Any = None, scheduler: Any = None
+    step: DaskStep,
+    keys: list[str],
+    *,
+    client: Any = None,
+    scheduler: Any = None,
+    chunksize: int = THREADED_CHUNKSIZE,
 ) -> list:
-    """Compute `keys` of a Dask step on the chosen scheduler; returns their values in order."""
+    """Compute `keys` of a Dask step on the chosen scheduler; returns their values in order.
+
+    `chunksize` applies to the threaded scheduler only."""
     with connect(client, scheduler) as dist:
         if dist is not None:
             with dask.annotate(**_annotations(step)):
                 return dist.get(step.dsk, keys, sync=True)
     if scheduler in (None, "threads", "threaded"):
-        chunksize = dask.config.get("chunksize", THREADED_CHUNKSIZE)
+        chunksize = dask.config.get("chunksize", chunksize)
         return dask.threaded.get(step.dsk, keys, chunksize=chunksize)
     if scheduler in ("sync", "synchronous"):
         return dask.get(step.dsk, keys)
@@ -240,8 +250,12 @@ def execute_step(
     calls: dict[str, NodeCall] | None = None,
     kernels: str = "default",
     fuse: bool = False,
+    fuse_grain: float | None = None,
 ) -> StepOutputs:
-    """Like `execute` but returns every node's outputs and the KV rows as well."""
+    """Like `execute` but returns every node's outputs and the KV rows as well.
+
+    `fuse_grain` overrides what a fused task is charged (seconds; see
+    `pccx_flow.execute.fuse`), for measuring how the grouping's grain matters."""
     calls, ctx, externals = prepare(graph, state, calls)
     tag = f"s{state.position}"
     if client is not None or (isinstance(scheduler, str) and "://" in scheduler):
@@ -258,9 +272,11 @@ def execute_step(
         )
         if fuse:
             workers = worker_count(dist, scheduler)
-            step = build_fused_dask_graph(graph, calls, workers=workers, **common)
+            step = build_fused_dask_graph(graph, calls, workers=workers, grain=fuse_grain, **common)
             results = {}
-            for group in run_dask_step(step, list(step.dsk), client=dist, scheduler=scheduler):
+            keys = list(step.dsk)
+            kw = dict(client=dist, scheduler=scheduler, chunksize=FUSED_CHUNKSIZE)
+            for group in run_dask_step(step, keys, **kw):
                 results.update(group)
         else:
             step = build_dask_graph(graph, calls, **common)

@@ -2,78 +2,128 @@
 
 A decode step has ~13,500 nodes on E4B. Most take microseconds (an RMSNorm alone is seven:
 square, REDUCE_SUM, mean+eps, SQRT, RECIP, SCALE, ×γ), and even a 512-row INT4 GEMV tile
-takes only ~0.2 ms here, while the threaded scheduler spends ~50-100 µs per task and
+takes only ~0.15 ms here, while the threaded scheduler spends ~50-100 µs per task and
 `distributed` ~0.6 ms plus a batching interval per dependency level (``dask-notes.md``).
 One task per node therefore costs more than the arithmetic. Fusion is off unless asked for
 (``execute(..., fuse=True)``); the one-task-per-node graph stays the default and is tested.
 
 How nodes are grouped: the step is list-scheduled, in the plan's topological order, onto as
-many simulated workers as will run it (each node starts on the worker where it can start
-first, preferring the worker that produced its latest input), with a rough CPU cost per node
-(`cpu_cost`). Each worker's sequence of nodes is then cut into *runs*: a node joins the run
-its worker is working on unless it needs an input that another worker finishes only after
-that run began. A run is one Dask task. Independent work (the tiles of a wide GEMV, the
-heads of attention) still lands on different workers, so fusion keeps the parallelism the
-machine has, while the chains between synchronisation points become single tasks.
+many simulated workers as will run it, with a rough CPU cost per node (`cpu_cost`). A worker
+works through *runs*; a run is one Dask task, so its outputs reach other workers only when
+it ends. Each node goes to the worker where it would start first, preferring the worker that
+produced its latest input: it continues that worker's open run when all its inputs from
+other workers were there before the run began, and otherwise starts a new run. When another
+worker takes a node's output, the producer's open run is cut right after that node (its
+outputs are handed over there) and the rest of it continues as a new run. Starting a new run,
+or cutting one, is charged `grain` seconds, so a node moves to another worker only when it
+would start at least that much earlier there: independent work still spreads over the
+workers (the tiles of a wide GEMV, the heads of attention) when it is big enough to gain.
 
-Why the task graph stays acyclic: a run B depends on a run A only through an edge a -> b
-with a in A, b in B. If A is on B's worker it is an earlier run there; otherwise a finished
-no later than B started. Either way A started strictly before B (every cost is positive), so
-start times order the runs topologically. Every node is in exactly one run.
+Why the task graph stays acyclic: a run B depends on a run A only through an edge a -> b with
+a in A, b in B. If A is on B's worker it is an earlier run there; otherwise A had ended by the
+time B began. Either way A started strictly before B (every cost is positive), so start times
+order the runs topologically. Every node is in exactly one run.
 """
 
 from __future__ import annotations
 
 import networkx as nx
 
-# Rough CPU costs, used only to shape the runs (not reported anywhere): a kernel call's fixed
-# cost, and the INT4 GEMV streaming rate of the numba kernel on this machine's cores.
+# Rough CPU costs, used only to shape the runs (never reported): a kernel call's fixed cost,
+# and the rates at which the kernels stream weights and activations on this machine.
 CALL_SECONDS = 10e-6
 WEIGHT_BYTES_PER_SECOND = 3.5e9
 ACT_BYTES_PER_SECOND = 5e9
-# What starting a new task costs (Dask's dispatch plus building and ordering the task): a
-# node moves to another worker only when that gains more than this.
-TASK_SECONDS = 100e-6
+
+# The default grain: what a new task must gain to be worth starting. Dask's threaded
+# scheduler costs ~50-100 µs of dispatch per task, but on this 2-core machine with the GIL a
+# task running beside another also slows it down, and the main thread's dispatch waits for
+# the GIL. Measured on one E4B step (`benchmarks/bench_execute.py --grains`): 0.1 ms grain
+# gives ~1,260 tasks and is slower than 1 ms (~390 tasks); coarser grains change little.
+GRAIN_SECONDS = 1e-3
 
 
 def cpu_cost(attrs: dict) -> float:
     """Estimated CPU seconds of one node: a fixed call cost plus the bytes it streams."""
-    weight = float(attrs.get("weight_bytes") or 0)
-    act = float(attrs.get("act_bytes") or 0)
+    weight = attrs.get("weight_bytes") or 0
+    act = attrs.get("act_bytes") or 0
     return CALL_SECONDS + weight / WEIGHT_BYTES_PER_SECOND + act / ACT_BYTES_PER_SECOND
 
 
-def fusion_groups(graph: nx.DiGraph, order: list[str], workers: int = 2) -> dict[str, list[str]]:
+def fusion_groups(
+    graph: nx.DiGraph, order: list[str], workers: int = 2, grain: float = GRAIN_SECONDS
+) -> dict[str, list[str]]:
     """``{root: [members in topological order]}`` covering every node exactly once.
 
     `order` is a topological order of the graph (the plan's order); `workers` the number of
-    threads or worker processes that will run the tasks (at least 1). A group's root is its
-    first member.
+    threads or worker processes that will run the tasks (at least 1); `grain` what starting
+    a task costs, in seconds. A group's root is its first member.
     """
     workers = max(1, int(workers))
-    placed: dict[str, tuple[int, float]] = {}  # node -> (worker, simulated finish)
-    free = [0.0] * workers
-    run_start = [0.0] * workers  # simulated start of the run each worker is on
-    run_root: list[str | None] = [None] * workers
+    if workers == 1 or not order:  # one worker: nothing to overlap, the step is one task
+        return {order[0]: list(order)} if order else {}
+    finish: dict[str, float] = {}
+    worker_of: dict[str, int] = {}
+    run_of: dict[str, str] = {}  # node -> root of its run
+    run_end: dict[str, float] = {}  # closed run -> when its task ends
+    free = [0.0] * workers  # when each worker finishes its last node
+    open_run: list[str | None] = [None] * workers
+    run_start = [0.0] * workers
     groups: dict[str, list[str]] = {}
-    nodes, pred = graph.nodes, graph.pred
+    attrs_of, pred = graph.nodes, graph.pred
+
+    def cut_after(w: int, node: str) -> None:
+        """Worker w's open run ends right after `node`; what follows is a new open run."""
+        root = open_run[w]
+        members = groups[root]
+        cut = members.index(node) + 1
+        run_end[root] = finish[node]
+        if cut == len(members):
+            open_run[w] = None
+            return
+        rest = members[cut:]
+        groups[root] = members[:cut]
+        groups[rest[0]] = rest
+        for n in rest:
+            run_of[n] = rest[0]
+        open_run[w], run_start[w] = rest[0], finish[node]
+
     for node in order:
-        inputs = [placed[p] for p in pred[node]]
-        ready, preferred = max(((f, w) for w, f in inputs), default=(0.0, 0))
+        preds = list(pred[node])
+        preferred = worker_of[max(preds, key=finish.__getitem__)] if preds else 0
         best = None
         for i in range(workers):
-            joins = run_root[i] is not None and all(w == i or f <= run_start[i] for w, f in inputs)
-            start = max(ready, free[i]) + (0.0 if joins else TASK_SECONDS)
+            ready = extra = 0.0
+            for p in preds:
+                w = worker_of[p]
+                if w == i:
+                    continue
+                root = run_of[p]
+                if open_run[w] == root:  # would be cut right after p
+                    if finish[p] > ready:
+                        ready = finish[p]
+                    if groups[root][-1] != p:
+                        extra = grain
+                elif run_end[root] > ready:
+                    ready = run_end[root]
+            joins = open_run[i] is not None and ready <= run_start[i]
+            start = (free[i] if free[i] > ready else ready) + extra + (0.0 if joins else grain)
             rank = (start, i != preferred, i)
             if best is None or rank < best[0]:
                 best = (rank, i, start, joins)
         _, w, start, joins = best
-        free[w] = start + cpu_cost(nodes[node])
-        placed[node] = (w, free[w])
+        for p in preds:
+            if worker_of[p] != w and open_run[worker_of[p]] == run_of[p]:
+                cut_after(worker_of[p], p)
         if not joins:
-            run_root[w], run_start[w] = node, start
+            if open_run[w] is not None:
+                run_end[open_run[w]] = free[w]
+            open_run[w], run_start[w] = node, start
             groups[node] = []
-        groups[run_root[w]].append(node)
+        finish[node] = free[w] = start + cpu_cost(attrs_of[node])
+        worker_of[node] = w
+        run_of[node] = open_run[w]
+        groups[open_run[w]].append(node)
     return groups
 
 

@@ -290,7 +290,9 @@ def test_fusion_groups_cover_every_node_once_and_stay_acyclic(tiny_config):
             assert [position[n] for n in ms] == sorted(position[n] for n in ms)
         sizes[workers] = len(groups)
     assert sizes[1] == 1  # one thread: the whole step is one task
-    assert 1 < sizes[2] <= sizes[4] <= sizes[8] < len(order)
+    assert all(1 < sizes[w] < len(order) for w in (2, 4, 8))
+    # A grain of zero charges nothing for a task: more tasks than the default grain.
+    assert len(fusion_groups(g, order, 2, grain=0.0)) > sizes[2]
 
 
 def test_fusion_spreads_wide_gemvs_over_the_workers():
@@ -303,9 +305,12 @@ def test_fusion_spreads_wide_gemvs_over_the_workers():
     order = list(plan_graph(g))
     tiles = [n for n in order if n.startswith("L03.ffn.gate.t")]
     assert len(tiles) == 32
-    for workers, want in ((1, 1), (2, 2)):
+    tasks_of_tiles = {}
+    for workers in (1, 2):
         root_of = {n: r for r, ms in fusion_groups(g, order, workers).items() for n in ms}
-        assert len({root_of[n] for n in tiles}) == want
+        tasks_of_tiles[workers] = len({root_of[n] for n in tiles})
+    assert tasks_of_tiles[1] == 1
+    assert 2 <= tasks_of_tiles[2] <= 8  # split over the workers, still a few tiles per task
 
 
 def test_weights_travel_as_a_path_and_open_once_per_process(tiny_ckpt):
