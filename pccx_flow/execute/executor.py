@@ -32,6 +32,7 @@ from pccx_flow.execute.loop import run_calls_in_order
 from pccx_flow.execute.plan import NodeCall, plan_graph
 from pccx_flow.execute.runtime import StepContext, WeightsRef
 from pccx_flow.execute.state import DecodeState, commit_step
+from pccx_flow.precision import DEFAULT_PRECISION, check_precision
 
 _RUN_COUNTER = itertools.count()
 
@@ -88,7 +89,12 @@ def as_weights_ref(weights: Any) -> WeightsRef:
     return WeightsRef(weights)
 
 
-def prepare(graph: nx.DiGraph, state: DecodeState, calls: dict[str, NodeCall] | None = None):
+def prepare(
+    graph: nx.DiGraph,
+    state: DecodeState,
+    calls: dict[str, NodeCall] | None = None,
+    precision: str = DEFAULT_PRECISION,
+):
     """Plan, step context and external values of a step: what every runner needs."""
     check_graph_matches_state(graph, state)
     calls = plan_graph(graph) if calls is None else calls
@@ -97,6 +103,7 @@ def prepare(graph: nx.DiGraph, state: DecodeState, calls: dict[str, NodeCall] | 
         semantics=state.semantics,
         position=state.position,
         token_id=state.token_id,
+        precision=check_precision(precision),
     )
     externals = kernel_module.step_externals(calls, state)
     return calls, ctx, externals
@@ -251,12 +258,13 @@ def execute_step(
     kernels: str = "default",
     fuse: bool = False,
     fuse_grain: float | None = None,
+    precision: str = DEFAULT_PRECISION,
 ) -> StepOutputs:
     """Like `execute` but returns every node's outputs and the KV rows as well.
 
     `fuse_grain` overrides what a fused task is charged (seconds; see
     `pccx_flow.execute.fuse`), for measuring how the grouping's grain matters."""
-    calls, ctx, externals = prepare(graph, state, calls)
+    calls, ctx, externals = prepare(graph, state, calls, precision)
     tag = f"s{state.position}"
     if client is not None or (isinstance(scheduler, str) and "://" in scheduler):
         # A long-lived cluster may still know keys of an earlier run of the same position.
@@ -296,6 +304,7 @@ def execute(
     scheduler: Any = None,
     commit: bool = True,
     fuse: bool = False,
+    precision: str = DEFAULT_PRECISION,
 ) -> np.ndarray:
     """Run one decode step of `graph` with Dask and return its logits (float32 ``[vocab]``).
 
@@ -308,7 +317,9 @@ def execute(
     position advances by one (unless ``commit=False``). A failing kernel raises
     `ExecutionError` naming the node. ``fuse=True`` runs the nodes as fewer, larger tasks
     shaped for the number of threads or workers that will run them
-    (`pccx_flow.execute.fuse`): same kernels, same bits.
+    (`pccx_flow.execute.fuse`): same kernels, same bits. ``precision="float64"`` keeps every
+    activation in float64 (logits too) to check the graph's structure against a float64
+    reference decode without float32 noise (`pccx_flow.precision`).
     """
     return execute_step(
         graph,
@@ -319,6 +330,7 @@ def execute(
         scheduler=scheduler,
         commit=commit,
         fuse=fuse,
+        precision=precision,
     ).logits
 
 
@@ -330,9 +342,10 @@ def run_sequential(
     commit: bool = True,
     calls: dict[str, NodeCall] | None = None,
     kernels: str = "default",
+    precision: str = DEFAULT_PRECISION,
 ) -> np.ndarray:
     """The same kernels as `execute`, called one after another in topological order."""
-    calls, ctx, externals = prepare(graph, state, calls)
+    calls, ctx, externals = prepare(graph, state, calls, precision)
     results = run_calls_in_order(
         calls, kernels=kernels, ctx=ctx, weights=as_weights_ref(weights), externals=externals
     )

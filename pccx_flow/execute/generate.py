@@ -29,6 +29,7 @@ from pccx_flow.execute.executor import connect, execute
 from pccx_flow.execute.runtime import WeightsRef
 from pccx_flow.execute.state import check_token_id, new_decode_state
 from pccx_flow.model.config import check_semantics
+from pccx_flow.precision import DEFAULT_PRECISION, check_precision
 from pccx_flow.sampling import DEFAULT_PENALTY, DEFAULT_TOP_P, sample_next_token
 
 
@@ -117,6 +118,7 @@ def generate(
     scheduler: Any = None,
     progress: bool = False,
     fuse: bool = False,
+    precision: str = DEFAULT_PRECISION,
     graph_for_position: Callable[[int], tuple] | None = None,
     on_step: Callable[..., None] | None = None,
 ) -> ExecutedGeneration:
@@ -125,10 +127,11 @@ def generate(
     `weights` is an opened checkpoint. With `policy`, each step's tasks carry that policy's
     schedule (lanes and priorities) on `profile`. ``on_step(position, token_id, logits,
     seconds, state)`` is called after every decode step with the token that step read and
-    the decode state after the step's KV rows were committed. ``fuse``
-    is passed to `execute` (fewer, larger tasks; same numbers).
+    the decode state after the step's KV rows were committed. ``fuse`` and ``precision``
+    are passed to `execute` (fewer, larger tasks with the same numbers; float64 activations).
     """
     semantics = check_semantics(semantics)
+    precision = check_precision(precision)
     cfg = weights.config
     steps = check_steps(steps)
     prompt = check_prompt(cfg, prompt_ids, steps)
@@ -157,6 +160,7 @@ def generate(
                     client=dist,
                     scheduler=None if dist is not None else scheduler,
                     fuse=fuse,
+                    precision=precision,
                 )
                 seconds = time.perf_counter() - t0
                 result.logits.append(logits)

@@ -40,11 +40,14 @@ def unpack_int4(packed: np.ndarray) -> np.ndarray:
     return out
 
 
-def gemv_int4_numpy(packed: np.ndarray, scale: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """``y[r] = scale[r] * sum_c q[r, c] * x[c]`` with NumPy, one tile at a time."""
+def gemv_int4_numpy(
+    packed: np.ndarray, scale: np.ndarray, x: np.ndarray, dtype=np.float32
+) -> np.ndarray:
+    """``y[r] = scale[r] * sum_c q[r, c] * x[c]`` with NumPy, one tile at a time, summed in
+    float64 and returned in `dtype`."""
     q = unpack_int4(packed).astype(np.float64)
     y = q @ np.asarray(x, dtype=np.float64)
-    return (y * np.asarray(scale, dtype=np.float64)).astype(np.float32)
+    return (y * np.asarray(scale, dtype=np.float64)).astype(dtype)
 
 
 # Bytes (2 columns each) summed in float32 before joining the float64 row sum. 256 keeps the

@@ -86,5 +86,5 @@ def step_logits(calls: dict, results: dict[str, tuple], name: str = "logits") ->
     """The step's output tensor called `name` (the read-back logits)."""
     for node, call in calls.items():
         if name in call.output_names:
-            return np.asarray(results[node][call.output_names.index(name)], dtype=np.float32)
+            return np.asarray(results[node][call.output_names.index(name)])
     raise ExecutionError(f"the decode graph writes no tensor named {name!r}")

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from pccx_flow.execute.int4 import gemv_int4_tile
-from pccx_flow.execute.operands import F32, operands, vector, weight_bounds
+from pccx_flow.execute.int4 import gemv_int4_numpy, gemv_int4_tile
+from pccx_flow.execute.operands import operands, vector, weight_bounds
 from pccx_flow.execute.weight_views import tensor_view
+from pccx_flow.precision import tensor_dtype
 
 
 def _product(call, x: np.ndarray, weights) -> np.ndarray:
+    F = tensor_dtype()
     w = call.weight
     key = w["key"]
     layout = call.params.get("layout", "out_in")
@@ -28,12 +30,15 @@ def _product(call, x: np.ndarray, weights) -> np.ndarray:
             raise ValueError(f"INT4 weight {key} must use layout out_in, not {layout}")
         if c0 % 2 or c1 % 2:
             raise ValueError(f"INT4 columns {c0}:{c1} must start and end on a byte boundary")
+        if F is not np.float32:  # a float64 check: exact products, summed in float64
+            packed = view.data[r0:r1, c0 // 2 : c1 // 2]
+            return gemv_int4_numpy(packed, view.scale[r0:r1], x, dtype=F)
         return gemv_int4_tile(view.data, view.scale, x, (r0, r1), (c0, c1))
     stored = view.data
     if layout == "out_in":
-        return (np.asarray(stored[r0:r1, c0:c1], dtype=F32) @ x).astype(F32, copy=False)
+        return (np.asarray(stored[r0:r1, c0:c1], dtype=F) @ x).astype(F, copy=False)
     if layout == "in_out":
-        return (x @ np.asarray(stored[c0:c1, r0:r1], dtype=F32)).astype(F32, copy=False)
+        return (x @ np.asarray(stored[c0:c1, r0:r1], dtype=F)).astype(F, copy=False)
     raise ValueError(f"unknown weight layout {layout!r}")
 
 
@@ -56,26 +61,29 @@ def _kv_rows(call, inputs_after_first: list) -> np.ndarray:
 
 
 def _head_slice(call, rows: np.ndarray) -> np.ndarray:
+    F = tensor_dtype()
     p = call.params
     a, b = (int(v) for v in p["keys"])
     g, d = int(p["kv_head"]), int(p["head_dim"])
-    return rows[a:b, g * d : (g + 1) * d].astype(F32)
+    return rows[a:b, g * d : (g + 1) * d].astype(F)
 
 
 def attn_scores(call, inputs, ctx, weights, external):
     """Q·Kᵀ of one query head over keys a:b, no scaling, and the max (findemax)."""
+    F = tensor_dtype()
     q = vector(inputs[0])
     k = _head_slice(call, _kv_rows(call, inputs[1:]))
-    scores = (k @ q).astype(F32, copy=False)
-    return scores, np.array([scores.max()], dtype=F32)
+    scores = (k @ q).astype(F, copy=False)
+    return scores, np.array([scores.max()], dtype=F)
 
 
 def attn_pv(call, inputs, ctx, weights, external):
     """Probabilities · V of one query head over keys a:b."""
+    F = tensor_dtype()
     ops = operands(call.params, inputs)
     p = vector(ops[0])
     v = _head_slice(call, _kv_rows(call, ops[1:]))
-    return (p @ v).astype(F32, copy=False)
+    return (p @ v).astype(F, copy=False)
 
 
 KERNELS = {"gemv": gemv, "attn_scores": attn_scores, "attn_pv": attn_pv}

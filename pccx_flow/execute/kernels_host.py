@@ -13,8 +13,9 @@ import math
 
 import numpy as np
 
-from pccx_flow.execute.operands import F32, operands, scalar, vector
+from pccx_flow.execute.operands import operands, scalar, vector
 from pccx_flow.execute.weight_views import tensor_view
+from pccx_flow.precision import tensor_dtype
 
 
 def _ops(call, inputs) -> list[np.ndarray]:
@@ -28,21 +29,23 @@ def square(call, inputs, ctx, weights, external):
 
 def mean_eps(call, inputs, ctx, weights, external):
     """RMSNorm scalar: sum(partials) * inv_n + eps."""
-    s = np.sum(_ops(call, inputs)[0], dtype=F32)
+    F = tensor_dtype()
+    s = np.sum(_ops(call, inputs)[0], dtype=F)
     p = call.params
-    return np.array([s * F32(p["inv_n"]) + F32(p["eps"])], dtype=F32)
+    return np.array([s * F(p["inv_n"]) + F(p["eps"])], dtype=F)
 
 
 def mul_weight(call, inputs, ctx, weights, external):
     """x * w[r0:r1] * scale (a norm gamma or altup_scale, optionally scaled by 1/D)."""
+    F = tensor_dtype()
     x = _ops(call, inputs)[0]
     r0, r1 = (int(v) for v in call.weight["rows"])
     w = tensor_view(weights, call.weight["key"]).data[r0:r1]
     y = x * w
     scale = call.params.get("scale", 1.0)
     if scale != 1.0:
-        y = y * F32(scale)
-    return y.astype(F32, copy=False)
+        y = y * F(scale)
+    return y.astype(F, copy=False)
 
 
 def add(call, inputs, ctx, weights, external):
@@ -67,11 +70,13 @@ def add_slice(call, inputs, ctx, weights, external):
 
 
 def add_const(call, inputs, ctx, weights, external):
-    return _ops(call, inputs)[0] + F32(call.params["value"])
+    F = tensor_dtype()
+    return _ops(call, inputs)[0] + F(call.params["value"])
 
 
 def max_const(call, inputs, ctx, weights, external):
-    return np.maximum(_ops(call, inputs)[0], F32(call.params["value"]))
+    F = tensor_dtype()
+    return np.maximum(_ops(call, inputs)[0], F(call.params["value"]))
 
 
 def tanh(call, inputs, ctx, weights, external):
@@ -79,16 +84,19 @@ def tanh(call, inputs, ctx, weights, external):
 
 
 def softcap(call, inputs, ctx, weights, external):
-    cap = F32(call.params["cap"])
-    return (cap * np.tanh(_ops(call, inputs)[0] / cap)).astype(F32, copy=False)
+    F = tensor_dtype()
+    cap = F(call.params["cap"])
+    return (cap * np.tanh(_ops(call, inputs)[0] / cap)).astype(F, copy=False)
 
 
 def sum_(call, inputs, ctx, weights, external):
-    return np.array([np.sum(_ops(call, inputs)[0], dtype=F32)], dtype=F32)
+    F = tensor_dtype()
+    return np.array([np.sum(_ops(call, inputs)[0], dtype=F)], dtype=F)
 
 
 def max_(call, inputs, ctx, weights, external):
-    return np.array([np.max(_ops(call, inputs)[0])], dtype=F32)
+    F = tensor_dtype()
+    return np.array([np.max(_ops(call, inputs)[0])], dtype=F)
 
 
 def sub_square(call, inputs, ctx, weights, external):
@@ -98,31 +106,35 @@ def sub_square(call, inputs, ctx, weights, external):
 
 
 def sub_relu(call, inputs, ctx, weights, external):
+    F = tensor_dtype()
     x, c = _ops(call, inputs)
-    return np.maximum(x - c[0], F32(0.0))
+    return np.maximum(x - c[0], F(0.0))
 
 
 def cutoff(call, inputs, ctx, weights, external):
+    F = tensor_dtype()
     mean, std = _ops(call, inputs)
-    return np.array([mean[0] + F32(call.params["z"]) * std[0]], dtype=F32)
+    return np.array([mean[0] + F(call.params["z"]) * std[0]], dtype=F)
 
 
 def mag_ratio(call, inputs, ctx, weights, external):
+    F = tensor_dtype()
     target, mag = _ops(call, inputs)
     floor = float(call.params.get("floor", 0.0))
-    denom = np.maximum(mag[0], F32(floor)) if floor else mag[0]
-    return np.array([target[0] / denom], dtype=F32)
+    denom = np.maximum(mag[0], F(floor)) if floor else mag[0]
+    return np.array([target[0] / denom], dtype=F)
 
 
 def rope_phase(call, inputs, ctx, weights, external):
     """Phases p * theta^(-2j/d), range-reduced to [-pi, pi), formed in float64."""
+    F = tensor_dtype()
     theta = float(scalar(_ops(call, inputs)[0]))
     p = call.params
     d = int(p["head_dim"])
     j = np.arange(d // 2, dtype=np.float64)
     phi = int(p["position"]) * theta ** (-2.0 * j / d)
     phi = np.mod(phi + math.pi, 2.0 * math.pi) - math.pi
-    return phi.astype(F32)
+    return phi.astype(F)
 
 
 def rope_combine(call, inputs, ctx, weights, external):
@@ -162,11 +174,12 @@ def altup_correct(call, inputs, ctx, weights, external):
 
 
 def mean_streams(call, inputs, ctx, weights, external):
+    F = tensor_dtype()
     ops = _ops(call, inputs)
     total = ops[0].copy()
     for o in ops[1:]:
         total += o
-    return (total / F32(len(ops))).astype(F32, copy=False)
+    return (total / F(len(ops))).astype(F, copy=False)
 
 
 def ple_write(call, inputs, ctx, weights, external):

@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from pccx_flow.errors import ExecutionError
-from pccx_flow.execute.operands import F32, operands, vector
+from pccx_flow.execute.operands import operands, vector
+from pccx_flow.precision import tensor_dtype
 
 KV_WRITE_KERNELS = ("kv_write",)
 KV_READ_KERNELS = ("kv_read",)
@@ -83,6 +84,7 @@ def state_read(call, inputs, ctx, weights, external):
 
 def embed_row(call, inputs, ctx, weights, external):
     """Row t of an embedding table, dequantised; t is the token id after the id rule."""
+    F = tensor_dtype()
     p = call.params
     t = int(ctx.token_id)
     limit = int(p.get("id_limit", 0))
@@ -94,7 +96,7 @@ def embed_row(call, inputs, ctx, weights, external):
     elif rule != "none":
         raise ValueError(f"unknown id rule {rule!r}")
     key = call.weight["key"]
-    return np.asarray(weights.rows(key, t, t + 1), dtype=F32).reshape(-1)
+    return np.asarray(weights.rows(key, t, t + 1, F), dtype=F).reshape(-1)
 
 
 def readback(call, inputs, ctx, weights, external):
@@ -102,7 +104,8 @@ def readback(call, inputs, ctx, weights, external):
 
 
 def memset(call, inputs, ctx, weights, external):
-    return np.array([call.params["value"]], dtype=F32)
+    F = tensor_dtype()
+    return np.array([call.params["value"]], dtype=F)
 
 
 KERNELS = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-F32 = np.float32
+from pccx_flow.precision import tensor_dtype
 
 
 def operands(params: dict, inputs: list) -> list[np.ndarray]:
@@ -30,13 +30,13 @@ def operands(params: dict, inputs: list) -> list[np.ndarray]:
 
 
 def vector(x) -> np.ndarray:
-    """A 1-D float32 view (copy only when needed)."""
-    return np.asarray(x, dtype=F32).reshape(-1)
+    """A 1-D view in the tensor dtype, float32 by default (copy only when needed)."""
+    return np.asarray(x, dtype=tensor_dtype()).reshape(-1)
 
 
-def scalar(x) -> F32:
-    """The first element of a ``[1]`` operand as float32 (a SCALE's scalar operand)."""
-    return F32(np.asarray(x).reshape(-1)[0])
+def scalar(x) -> np.floating:
+    """The first element of a ``[1]`` operand in the tensor dtype (a SCALE's scalar operand)."""
+    return tensor_dtype()(np.asarray(x).reshape(-1)[0])
 
 
 def apply_span(params: dict, x: np.ndarray) -> np.ndarray:

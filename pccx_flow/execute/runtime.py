@@ -12,6 +12,7 @@ and the worker opens the checkpoint once and keeps it, so arrays never cross the
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,16 +23,21 @@ import numpy as np
 from pccx_flow.errors import ExecutionError
 from pccx_flow.execute.plan import NodeCall
 from pccx_flow.model.config import Gemma3nConfig
+from pccx_flow.precision import DEFAULT_PRECISION, computing_in
+
+_NO_SCOPE = contextlib.nullcontext()
 
 
 @dataclass(frozen=True)
 class StepContext:
-    """The scalars of the step every kernel may read: token, position, semantics, config."""
+    """The scalars of the step every kernel may read: token, position, semantics, config, and
+    the activation precision (`pccx_flow.precision`)."""
 
     config: Gemma3nConfig
     semantics: str
     position: int
     token_id: int
+    precision: str = DEFAULT_PRECISION
 
 
 _OPEN_LOCK = threading.Lock()
@@ -102,8 +108,12 @@ def run_node(
         raise ExecutionError(
             f"node {call.node}: no kernel named {call.kernel!r} in the {kernels!r} kernel table"
         ) from None
+    # Kernels read the activation dtype from the context; set it only when it is not the
+    # default, so the float32 path costs nothing.
+    scope = computing_in(ctx.precision) if ctx.precision != DEFAULT_PRECISION else _NO_SCOPE
     try:
-        outputs = kernel(call, gather_inputs(call, produced), ctx, weights.checkpoint, external)
+        with scope:
+            outputs = kernel(call, gather_inputs(call, produced), ctx, weights.checkpoint, external)
     except ExecutionError:
         raise
     except Exception as exc:

@@ -52,11 +52,11 @@ import numpy as np
 
 from pccx_flow.errors import InputError
 from pccx_flow.model.config import Gemma3nConfig, check_position, check_semantics
+from pccx_flow.precision import DEFAULT_PRECISION, computing_in, tensor_dtype
 from pccx_flow.reference.functions import rms_norm, softcap
 from pccx_flow.reference.layer import INV_SQRT2, decoder_layer
 from pccx_flow.reference.streaming import matvec, row, slab_rows, vector
 
-F32 = np.float32
 F64 = np.float64
 
 KV_DTYPE = {"pccx": np.float16, "gemma3n": np.float32}
@@ -140,10 +140,10 @@ def embed_and_ple(
     main_id, ple_id = embedding_ids(cfg, token_id, semantics)
 
     # §1 token embedding
-    x0 = (row(ckpt, "embed_tokens.weight", main_id) * math.sqrt(D)).astype(F32)
+    x0 = (row(ckpt, "embed_tokens.weight", main_id) * math.sqrt(D)).astype(tensor_dtype())
 
     # §2 AltUp initial projections
-    xs = np.empty((cfg.altup_streams, D), dtype=F32)
+    xs = np.empty((cfg.altup_streams, D), dtype=tensor_dtype())
     xs[0] = x0
     x0_64 = x0.astype(F64)
     target_mag = np.sqrt(np.mean(np.square(x0_64)))
@@ -159,7 +159,7 @@ def embed_and_ple(
     x_proj_normed = rms_norm(x_proj, vector(ckpt, "per_layer_projection_norm.weight"), cfg.rms_eps)
     y = row(ckpt, "embed_tokens_per_layer.weight", ple_id).reshape(cfg.n_layers, cfg.ple_dim)
     y = y * math.sqrt(cfg.ple_dim)
-    pli_all = ((x_proj_normed + y) * INV_SQRT2).astype(F32)
+    pli_all = ((x_proj_normed + y) * INV_SQRT2).astype(tensor_dtype())
 
     _record(trace, "x0", x0)
     _record(trace, "xs_init", xs)
@@ -182,10 +182,10 @@ def final_logits(ckpt, xs: np.ndarray, semantics: str, trace: dict | None = None
         else:
             new_mag = max(np.sqrt(mean_sq), 1e-12)
         streams.append(p * (target_mag / new_mag))
-    x_final = np.mean(np.stack(streams), axis=0).astype(F32)
+    x_final = np.mean(np.stack(streams), axis=0).astype(tensor_dtype())
     x_final_norm = rms_norm(x_final, vector(ckpt, "norm.weight"), cfg.rms_eps)
 
-    logits = np.empty(cfg.vocab, dtype=F32)
+    logits = np.empty(cfg.vocab, dtype=tensor_dtype())
     step = slab_rows(cfg.hidden)
     x_final_norm64 = x_final_norm.astype(F64)
     for start in range(0, cfg.vocab, step):
@@ -211,14 +211,22 @@ def decode_step(
     *,
     semantics: str = "pccx",
     trace: dict | None = None,
+    precision: str = DEFAULT_PRECISION,
 ) -> np.ndarray:
     """One decode step: float32 ``[vocab]`` logits after the final softcap (spec §5 step 3).
 
     Writes row `position` of the KV cache for every layer that owns a slot; the caller
     feeds positions in order (0, 1, 2, ...) with the same `cache`. Raises `InputError` for a
     token id outside the vocabulary, a position outside the cache or a cache of the wrong
-    shape or dtype, and `ConfigError` for an unknown `semantics`.
+    shape or dtype or an unknown `precision`, and `ConfigError` for an unknown `semantics`.
+    ``precision="float64"`` keeps the activations (and logits) in float64 instead of
+    rounding them to float32; the cache keeps its storage dtype (`pccx_flow.precision`).
     """
+    with computing_in(precision):
+        return _decode_step(ckpt, token_id, position, cache, semantics, trace)
+
+
+def _decode_step(ckpt, token_id, position, cache, semantics, trace) -> np.ndarray:
     semantics = check_semantics(semantics)
     cfg: Gemma3nConfig = ckpt.config
     token_id = check_token_id(cfg, token_id)

@@ -5,15 +5,16 @@ next to the specification. Where the published Gemma 3n reference (``semantics="
 computes the same thing differently, the function takes the variant as an argument rather
 than hiding it behind a flag elsewhere.
 
-Precision: a function takes float32 (or float64) arrays, evaluates its formula in float64
-and returns the result rounded once to float32 (`F32`). The tensors of the specification
-are float32; the arithmetic between them is not what the specification is about, and doing
-it in float64 keeps the oracle's own rounding error to one float32 rounding per tensor
-instead of one per elementary operation and per term of a sum. Measured on ``tiny`` over
-24 steps under ``gemma3n`` semantics (float32 cache): the logits are within 4.3e-6 on
-average (8.4e-6 at most) of the same decode done entirely in float64, against 5.9e-6
-(9.6e-6) when every operation rounded to float32. What remains is the rounding of the
-tensors themselves, amplified by the model; it cannot be removed in float32.
+Precision: a function takes float32 (or float64) arrays, evaluates its formula in float64 and
+returns the result rounded once to float32 (to `pccx_flow.precision.tensor_dtype`, which is
+float64 only when a decode is run in float64 to check structure). The tensors of the
+specification are float32; the arithmetic between them is not what the specification is about,
+and doing it in float64 keeps the oracle's own rounding error to one float32 rounding per
+tensor instead of one per elementary operation and per term of a sum. Measured on ``tiny`` over
+24 steps under ``gemma3n`` semantics (float32 cache): the logits are within 4.3e-6 on average
+(8.4e-6 at most) of the same decode done entirely in float64, against 5.9e-6 (9.6e-6) when
+every operation rounded to float32. What remains is the rounding of the tensors themselves,
+amplified by the model; it cannot be removed in float32.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import math
 
 import numpy as np
 
-F32 = np.float32
+from pccx_flow.precision import tensor_dtype
+
 F64 = np.float64
 
 
@@ -37,7 +39,7 @@ def rms_norm(x: np.ndarray, gamma: np.ndarray | None, eps: float = 1e-6) -> np.n
     out = x / np.sqrt(ms + eps)
     if gamma is not None:
         out = out * np.asarray(gamma, dtype=F64)
-    return out.astype(F32)
+    return out.astype(tensor_dtype())
 
 
 _GELU_C = math.sqrt(2.0 / math.pi)
@@ -47,7 +49,7 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
     """GELU in its tanh form: ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x³)))`` (spec §0)."""
     x = np.asarray(x, dtype=F64)
     inner = _GELU_C * (x + 0.044715 * x * x * x)
-    return (0.5 * x * (1.0 + np.tanh(inner))).astype(F32)
+    return (0.5 * x * (1.0 + np.tanh(inner))).astype(tensor_dtype())
 
 
 def rope_angles(position: int, theta: float, head_dim: int) -> tuple[np.ndarray, np.ndarray]:
@@ -72,7 +74,7 @@ def rope_interleaved(x: np.ndarray, position: int, theta: float) -> np.ndarray:
     out = np.empty_like(x)
     out[..., 0::2] = even * cos - odd * sin
     out[..., 1::2] = even * sin + odd * cos
-    return out.astype(F32)
+    return out.astype(tensor_dtype())
 
 
 def rope_split_half(x: np.ndarray, position: int, theta: float) -> np.ndarray:
@@ -88,7 +90,7 @@ def rope_split_half(x: np.ndarray, position: int, theta: float) -> np.ndarray:
     out = np.empty_like(x)
     out[..., :half] = first * cos - second * sin
     out[..., half:] = second * cos + first * sin
-    return out.astype(F32)
+    return out.astype(tensor_dtype())
 
 
 def gqa_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -115,7 +117,7 @@ def gqa_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
         e = np.exp(scores)
         probs = e / e.sum(axis=-1, keepdims=True)
         out[g * group : (g + 1) * group] = probs @ v[:, g, :]
-    return out.reshape(-1).astype(F32)
+    return out.reshape(-1).astype(tensor_dtype())
 
 
 def gaussian_topk_gate(gate_raw: np.ndarray, z: float, ddof: int) -> np.ndarray:
@@ -129,10 +131,10 @@ def gaussian_topk_gate(gate_raw: np.ndarray, z: float, ddof: int) -> np.ndarray:
     mean = np.mean(g)
     std = np.std(g, ddof=ddof)  # two-pass: mean of the squared deviations
     cutoff = mean + std * z
-    return np.maximum(g - cutoff, 0.0).astype(F32)
+    return np.maximum(g - cutoff, 0.0).astype(tensor_dtype())
 
 
 def softcap(x: np.ndarray, cap: float) -> np.ndarray:
     """Final-logit soft-capping ``cap · tanh(x / cap)`` (spec §5 step 3)."""
     x = np.asarray(x, dtype=F64)
-    return (cap * np.tanh(x / cap)).astype(F32)
+    return (cap * np.tanh(x / cap)).astype(tensor_dtype())

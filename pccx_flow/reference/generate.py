@@ -28,6 +28,7 @@ import numpy as np
 
 from pccx_flow.errors import InputError
 from pccx_flow.model.config import check_semantics
+from pccx_flow.precision import DEFAULT_PRECISION, check_precision
 from pccx_flow.reference.decode import check_token_id, decode_step, new_kv_cache
 from pccx_flow.sampling import (
     DEFAULT_PENALTY,
@@ -66,9 +67,12 @@ def generate(
     repetition_penalty: float = DEFAULT_PENALTY,
     seed: int = 0,
     progress: bool = False,
+    precision: str = DEFAULT_PRECISION,
 ) -> GenerationResult:
-    """Generate `steps` tokens after `prompt_ids` with the reference decode (see module doc)."""
+    """Generate `steps` tokens after `prompt_ids` with the reference decode (see module doc);
+    `precision` as in `decode_step`."""
     semantics = check_semantics(semantics)
+    precision = check_precision(precision)
     cfg = ckpt.config
     prompt = [check_token_id(cfg, t) for t in prompt_ids]
     if not prompt:
@@ -90,7 +94,9 @@ def generate(
     try:
         token = prompt[0]
         for position in range(n_positions):
-            logits = decode_step(ckpt, token, position, cache, semantics=semantics)
+            logits = decode_step(
+                ckpt, token, position, cache, semantics=semantics, precision=precision
+            )
             result.logits.append(logits)
             bar.update(1)
             if position + 1 < len(prompt):

@@ -25,6 +25,7 @@ from pccx_flow.model.config import (
     rope_theta,
 )
 from pccx_flow.model.tensors import layer_tensors
+from pccx_flow.precision import tensor_dtype
 from pccx_flow.reference.functions import (
     gaussian_topk_gate,
     gelu_tanh,
@@ -35,7 +36,6 @@ from pccx_flow.reference.functions import (
 )
 from pccx_flow.reference.streaming import matvec, vector
 
-F32 = np.float32
 F64 = np.float64
 INV_SQRT2 = 1.0 / math.sqrt(2.0)
 
@@ -73,11 +73,11 @@ def decoder_layer(
     altup_rn = vector(ckpt, key["altup_rn"])
     router = vector(ckpt, key["altup_router"])  # [D, 4]
     x_n = rms_norm(xs[0], altup_rn, eps).astype(F64) / D
-    modalities = np.tanh(x_n @ router.astype(F64)).astype(F32)
+    modalities = np.tanh(x_n @ router.astype(F64)).astype(tensor_dtype())
     coef_mat = (vector(ckpt, key["altup_pred"]).astype(F64) @ modalities).reshape(
         cfg.altup_streams, cfg.altup_streams
     )
-    xs_pred = (xs + coef_mat @ xs.astype(F64)).astype(F32)
+    xs_pred = (xs + coef_mat @ xs.astype(F64)).astype(tensor_dtype())
     _record(trace, layer, "modalities", modalities)
     _record(trace, layer, "xs_pred", xs_pred)
 
@@ -112,8 +112,8 @@ def decoder_layer(
     if gemma and not is_global_layer(cfg, layer):  # difference 6: sliding window
         start = max(0, position - cfg.sliding_window + 1)
     shape = (position + 1 - start, cfg.n_kv_heads, cfg.head_dim)
-    target_k = cache.k[source, start : position + 1].astype(F32).reshape(shape)
-    target_v = cache.v[source, start : position + 1].astype(F32).reshape(shape)
+    target_k = cache.k[source, start : position + 1].astype(tensor_dtype()).reshape(shape)
+    target_v = cache.v[source, start : position + 1].astype(tensor_dtype()).reshape(shape)
     attn_raw = gqa_attention(q_rope, target_k, target_v)
     attn_proj = matvec(ckpt, key["W_o"], attn_raw)
     _record(trace, layer, "kv_source", source)
@@ -125,7 +125,7 @@ def decoder_layer(
     laurel_x = matvec(ckpt, key["laurel_right"], laurel_mid)
     laurel_out = x_norm + rms_norm(laurel_x, vector(ckpt, key["laurel_norm"]), eps)
     attn_output = rms_norm(attn_proj, vector(ckpt, key["post_attn_ln"]), eps) + x_input
-    x_attn = ((attn_output.astype(F64) + laurel_out) * INV_SQRT2).astype(F32)
+    x_attn = ((attn_output.astype(F64) + laurel_out) * INV_SQRT2).astype(tensor_dtype())
     _record(trace, layer, "laurel_in", x_norm)
     _record(trace, layer, "laurel_out", laurel_out)
     _record(trace, layer, "attn_output", attn_output)
@@ -149,16 +149,18 @@ def decoder_layer(
     # --- 4.E AltUp correction and PLE mixing into rows 1..3 --------------------------------
     altup_scale = vector(ckpt, key["altup_scale"])
     # difference 3: the reference corrects with the unscaled outputs and scales afterwards.
-    activated = outputs if gemma else (outputs * altup_scale).astype(F32)
+    activated = outputs if gemma else (outputs * altup_scale).astype(tensor_dtype())
     innovation = activated.astype(F64) - xs_pred[0]
     x_n3 = rms_norm(activated, altup_rn, eps).astype(F64) / D
     mod_corr = np.tanh(x_n3 @ router.astype(F64))
     corr_coefs = vector(ckpt, key["altup_corr"]).astype(F64) @ mod_corr + 1.0
-    xs_new = (xs_pred + corr_coefs[:, np.newaxis] * innovation[np.newaxis, :]).astype(F32)
+    xs_new = (xs_pred + corr_coefs[:, np.newaxis] * innovation[np.newaxis, :]).astype(
+        tensor_dtype()
+    )
     _record(trace, layer, "activated", activated)
     _record(trace, layer, "xs_before_ple", xs_new)
 
-    ple_in = (xs_new[0] * altup_scale).astype(F32) if gemma else activated
+    ple_in = (xs_new[0] * altup_scale).astype(tensor_dtype()) if gemma else activated
     gate_ple = gelu_tanh(matvec(ckpt, key["W_ple_gate"], ple_in)).astype(F64) * pli
     mapped = rms_norm(
         gate_ple @ vector(ckpt, key["W_ple_proj"]).astype(F64),

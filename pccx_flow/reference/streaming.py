@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-F32 = np.float32
+from pccx_flow.precision import tensor_dtype
 
 # Elements (not bytes) of one dequantised slab: 4 Mi float64 = 32 MiB. Large enough that
 # the BLAS call dominates the Python overhead, small enough that the slab and the
@@ -42,7 +42,7 @@ def matvec(ckpt, key: str, x: np.ndarray, slab_elements: int | None = None) -> n
     if x.shape != (n_in,):
         raise ValueError(f"{key}: expected a vector of {n_in}, got shape {x.shape}")
     step = slab_rows(n_in, slab_elements)
-    out = np.empty(n_out, dtype=F32)
+    out = np.empty(n_out, dtype=tensor_dtype())
     for start in range(0, n_out, step):
         stop = min(n_out, start + step)
         out[start:stop] = ckpt.rows(key, start, stop, np.float64) @ x
@@ -56,4 +56,4 @@ def row(ckpt, key: str, index: int) -> np.ndarray:
 
 def vector(ckpt, key: str) -> np.ndarray:
     """A small float32 tensor (norm weights, router, AltUp coefficients) as float32."""
-    return np.asarray(ckpt.tensor(key), dtype=F32)
+    return np.asarray(ckpt.tensor(key), dtype=tensor_dtype())

@@ -1,0 +1,46 @@
+"""The activation dtype is scoped to the code that asked for it."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from pccx_flow.errors import InputError
+from pccx_flow.precision import check_precision, computing_in, tensor_dtype
+
+
+def test_float32_by_default_and_float64_only_inside_the_scope():
+    assert tensor_dtype() is np.float32
+    with computing_in("float64"):
+        assert tensor_dtype() is np.float64
+        with computing_in("float32"):
+            assert tensor_dtype() is np.float32
+        assert tensor_dtype() is np.float64
+    assert tensor_dtype() is np.float32
+
+
+def test_scope_is_restored_when_the_body_raises():
+    with pytest.raises(ZeroDivisionError), computing_in("float64"):
+        1 / 0  # noqa: B018
+    assert tensor_dtype() is np.float32
+
+
+def test_a_new_thread_starts_in_float32():
+    """Threads do not inherit the scope: that is why each executed node sets the dtype from
+    its step context instead of relying on the caller's."""
+    seen = []
+    with computing_in("float64"):
+        t = threading.Thread(target=lambda: seen.append(tensor_dtype()))
+        t.start()
+        t.join()
+    assert seen == [np.float32]
+
+
+def test_unknown_names_are_refused_with_the_choices():
+    assert check_precision("float64") == "float64"
+    with pytest.raises(InputError, match="unknown precision 'half'; use one of float32, float64"):
+        check_precision("half")
+    with pytest.raises(InputError), computing_in("half"):
+        pass
