@@ -25,6 +25,24 @@ def test_synthetic_run_with_check_prints_reference_tokens(tiny_ckpt, capsys):
     assert out.count(" same") == 3  # three decode steps, each with the same argmax
 
 
+def test_float64_check_holds_each_step_to_1e_9(tiny_ckpt_dir, capsys):
+    rc = main(["run", "--weights", str(tiny_ckpt_dir), "--prompt-ids", "2,105", "--steps", "2",
+               "--check", "--precision", "float64", "--no-progress"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "activations in float64" in out and "OK (tolerance 1e-09" in out
+    diffs = [float(line.split()[2]) for line in out.splitlines() if line.endswith("  ok")]
+    assert len(diffs) == 3 and max(diffs) <= 1e-9
+
+
+def test_unknown_precision_is_a_usage_error(tiny_ckpt_dir, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["run", "--weights", str(tiny_ckpt_dir), "--precision", "float16"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2
+    assert "invalid choice: 'float16'" in err and "Traceback" not in err
+
+
 def test_check_failure_exits_one(tiny_ckpt_dir, capsys, monkeypatch):
     monkeypatch.setattr(run_cli, "step_verdict", lambda *args: False)  # every step disagrees
     rc = main(["run", "--weights", str(tiny_ckpt_dir), "--steps", "1", "--check",
