@@ -8,8 +8,9 @@ result (``dask-notes.md``).
 
 Every task carries annotations: its ``lane_class``, and with a schedule its ``lane`` and a
 ``priority`` from the schedule order (the first node scheduled gets the highest priority;
-Dask runs higher priorities first). The distributed scheduler honours priorities; the local
-threaded scheduler ignores annotations and orders tasks itself.
+Dask runs higher priorities first). The distributed scheduler honours priorities itself; the
+local schedulers ignore annotations, so the executor sorts their ready tasks by priority
+(`pccx_flow.execute.executor.follow_priorities`).
 """
 
 from __future__ import annotations

@@ -220,6 +220,36 @@ def worker_count(client: Any, scheduler: Any) -> int:
     return int(dask.config.get("num_workers", None) or CPU_COUNT)
 
 
+def step_priorities(step: DaskStep) -> dict[str, int]:
+    """Task key -> priority, when the step was built with a schedule (else empty)."""
+    return {k: a["priority"] for k, a in step.annotations.items() if "priority" in a}
+
+
+def follow_priorities(step: DaskStep) -> tuple:
+    """A local-scheduler callback that makes Dask run ready tasks in priority order.
+
+    `dask.local` keeps its ready tasks in a stack ordered by `dask.order` and ignores
+    annotations. After the state is set up and after every finished task, this sorts the
+    stack so the highest priority is taken next: the schedule's order wherever dependencies
+    allow (with one thread, exactly the schedule's order). Returned in the form
+    `dask.local.get_async` takes per call, ``(start, start_state, pretask, posttask,
+    finish)``, so it applies to this step only (a `dask.callbacks.Callback` used as a
+    context manager would be registered for every scheduler running in the process).
+    """
+    prio = step_priorities(step)
+
+    def order_ready(state: dict) -> None:
+        state["ready"].sort(key=lambda key: prio.get(key, 0))  # popped from the end
+
+    def start_state(dsk, state) -> None:
+        order_ready(state)
+
+    def posttask(key, result, dsk, state, worker_id) -> None:
+        order_ready(state)
+
+    return (None, start_state, None, posttask, None)
+
+
 def run_dask_step(
     step: DaskStep,
     keys: list[str],
@@ -235,11 +265,12 @@ def run_dask_step(
         if dist is not None:
             with dask.annotate(**_annotations(step)):
                 return dist.get(step.dsk, keys, sync=True)
+    callbacks = [follow_priorities(step)] if step_priorities(step) else None
     if scheduler in (None, "threads", "threaded"):
         chunksize = dask.config.get("chunksize", chunksize)
-        return dask.threaded.get(step.dsk, keys, chunksize=chunksize)
+        return dask.threaded.get(step.dsk, keys, chunksize=chunksize, callbacks=callbacks)
     if scheduler in ("sync", "synchronous"):
-        return dask.get(step.dsk, keys)
+        return dask.get(step.dsk, keys, callbacks=callbacks)
     raise InputError(
         f"unknown scheduler {scheduler!r}; use threads, sync or a tcp://host:port address"
     )
@@ -312,9 +343,10 @@ def execute(
     `dask.threaded.get` unless `client` (a `distributed.Client`) or `scheduler` (``"sync"``
     or an address like ``tcp://127.0.0.1:8786``) says otherwise; on distributed, workers
     open the checkpoint from its path themselves. With a `schedule`, tasks carry its lanes
-    and its order as priorities (honoured by distributed; the threaded scheduler orders
-    tasks itself). After the step the new K/V rows are committed into `state` and its
-    position advances by one (unless ``commit=False``). A failing kernel raises
+    and its order as priorities, which distributed and the local schedulers alike follow
+    wherever dependencies allow (`follow_priorities`). After the step the new K/V rows
+    are committed into `state` and its position advances by one (unless
+    ``commit=False``). A failing kernel raises
     `ExecutionError` naming the node. ``fuse=True`` runs the nodes as fewer, larger tasks
     shaped for the number of threads or workers that will run them
     (`pccx_flow.execute.fuse`): same kernels, same bits. ``precision="float64"`` keeps every

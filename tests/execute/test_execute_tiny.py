@@ -139,6 +139,41 @@ def test_schedule_priorities_and_plain_loop_compute_the_same(tiny_ckpt, graphs, 
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("policy", ["critical-path", "program-order"])
+def test_one_thread_runs_in_exactly_the_schedule_order(tiny_ckpt, graphs, policy):
+    """The local threaded scheduler ignores annotations; the executor's callback re-sorts its
+    ready tasks by priority, so with one thread the nodes run in the schedule's order. Without
+    a schedule Dask's own order differs (the check has something to catch)."""
+    import threading
+
+    import dask
+
+    ran, lock = [], threading.Lock()
+
+    def recording(kernel):
+        def run(call, inputs, ctx, weights, external):
+            with lock:
+                ran.append(call.node)
+            return kernel(call, inputs, ctx, weights, external)
+
+        return run
+
+    base = kernel_table("default")
+    register_table("recording", {name: recording(k) for name, k in base.items()})
+    g = graphs["pccx", 2]
+    schedule = _schedule(g, policy)
+    want = [getattr(slot, "node", slot) for slot in schedule.order()]
+    orders = {}
+    with dask.config.set(num_workers=1, chunksize=1):
+        for label, sched in (("scheduled", schedule), ("plain", None)):
+            ran.clear()
+            state = new_decode_state(tiny_ckpt.config, "pccx", token_id=TOKENS[2], position=2)
+            execute_step(g, tiny_ckpt, state, schedule=sched, kernels="recording")
+            orders[label] = list(ran)
+    assert orders["scheduled"] == want
+    assert orders["plain"] != want and sorted(orders["plain"]) == sorted(want)
+
+
 class CaptureAnnotations(SchedulerPlugin):
     """Records the annotations the scheduler resolved for every task it was given."""
 
