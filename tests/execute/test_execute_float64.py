@@ -25,8 +25,9 @@ from pccx_flow.graph.build import build_decode_graph
 from pccx_flow.reference.decode import decode_step, new_kv_cache
 from pccx_flow.reference.generate import generate as reference_generate
 
+from .test_execute_tiny import TOKENS, _schedule, _state_at
+
 TOLERANCE = 1e-10
-TOKENS = [2, 105, 500, 7, 300, 9]  # 500 is above the per-layer vocabulary (448)
 
 
 @pytest.fixture(scope="module")
@@ -43,14 +44,6 @@ def reference64(tiny_ckpt):
     return out
 
 
-def _state_at(tiny_ckpt, reference64, semantics, p):
-    state = new_decode_state(tiny_ckpt.config, semantics, token_id=TOKENS[p], position=p)
-    cache = reference64[semantics]["cache"]
-    state.k_cache[:, :p] = cache.k[:, :p]
-    state.v_cache[:, :p] = cache.v[:, :p]
-    return state
-
-
 def _assert_step(reference64, semantics, p, logits, state):
     want = reference64[semantics]["logits"][p]
     cache = reference64[semantics]["cache"]
@@ -60,13 +53,6 @@ def _assert_step(reference64, semantics, p, logits, state):
     diff = float(np.max(np.abs(logits - want)))
     assert diff <= TOLERANCE, f"{semantics} position {p}: max |logit diff| {diff:.2e}"
     assert int(np.argmax(logits)) == int(np.argmax(want))
-
-
-def _schedule(graph):
-    from pccx_flow.hardware.profile import load_profile
-    from pccx_flow.schedule.registry import run_policy
-
-    return run_policy(graph, load_profile("v002-spec"), "critical-path")
 
 
 @pytest.mark.parametrize("semantics", ["pccx", "gemma3n"])
