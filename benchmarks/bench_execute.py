@@ -5,9 +5,10 @@ step (position 0, token 2, fresh cache) once to warm up (numba compile, page cac
 `--repeats` times; the table shows the median seconds per step and the child's peak RSS.
 ``dask / loop`` is the overhead ratio of Dask (one task per node; ``dask-fused``: the nodes
 grouped into fewer tasks shaped for the thread count, see `pccx_flow.execute.fuse`) over
-calling the same kernels in a plain loop. A Dask child times the plain loop right after each
-of its steps and the ratio is the median of those pairs, so a machine that slows down for a
-while (this one is shared) slows both sides of a pair alike. A Dask step includes building,
+calling the same kernels in a plain loop. A Dask child times the plain loop next to each of
+its steps, in alternating order, after a garbage collection, and the ratio is the median of
+those pairs (with their range), so a machine that slows down for a while (this one is
+shared) slows both sides of a pair alike. A Dask step includes building,
 ordering and running its task graph (and, fused, computing the groups); the graph and its
 plan are built once, outside the timed step, for every mode alike. The fused child also
 sweeps the fusion grain (what a task is charged; `GRAINS`) to show how the task count
@@ -17,7 +18,7 @@ The loop child also times every kernel kind, to show what dominates a step.
 All times are CPU wall times of this machine, not NPU estimates.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_execute.py            # /work/ckpt/e4b-seed0
-    python benchmarks/bench_execute.py --weights DIR --repeats 5
+    python benchmarks/bench_execute.py --weights DIR --repeats 7
 
 Writes benchmarks/results/execute.json.
 """
@@ -25,6 +26,7 @@ Writes benchmarks/results/execute.json.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import resource
@@ -42,7 +44,7 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_WEIGHTS = "/work/ckpt/e4b-seed0"
 MODES = ("dask", "dask-fused", "loop", "reference")
 TOKEN, POSITION = 2, 0
-GRAINS = (1e-4, 1e-3, 1e-2)  # fusion grains swept by the dask-fused child (seconds)
+GRAINS = (1e-4, 1e-3, 3e-3, 1e-2)  # fusion grains swept by the dask-fused child (seconds)
 
 
 def _peak_rss_mib() -> float:
@@ -50,26 +52,45 @@ def _peak_rss_mib() -> float:
 
 
 def _seconds(fn) -> float:
+    gc.collect()  # no collection of an earlier run's garbage inside the timed call
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
 
 
+def _paired(dask_step, loop, repeats: int) -> tuple[list[float], list[float]]:
+    """Seconds of `dask_step` and its ratio to `loop`, timed in pairs in alternating order
+    (Dask first, then the loop first), so neither side always runs second."""
+    times, ratios = [], []
+    for i in range(repeats):
+        if i % 2 == 0:
+            d = _seconds(dask_step)
+            lo = _seconds(loop)
+        else:
+            lo = _seconds(loop)
+            d = _seconds(dask_step)
+        times.append(d)
+        ratios.append(d / lo)
+    return times, ratios
+
+
+def _spread(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
 def _grain_point(graph, calls, step, loop, grain: float, repeats: int) -> dict:
-    """Fused Dask at one fusion grain: tasks, median seconds, median paired ratio to the loop."""
+    """Fused Dask at one fusion grain: tasks, seconds and paired ratios to the loop."""
     from pccx_flow.execute import executor
     from pccx_flow.execute.fuse import fusion_groups
 
     tasks = len(fusion_groups(graph, list(calls), executor.worker_count(None, None), grain))
-    times, ratios = [], []
-    for _ in range(repeats):
-        times.append(_seconds(lambda: step(grain)))
-        ratios.append(times[-1] / _seconds(loop))
+    times, ratios = _paired(lambda: step(grain), loop, repeats)
     return {
         "grain_s": grain,
         "tasks": tasks,
         "median_s": statistics.median(times),
         "paired_over_loop": statistics.median(ratios),
+        "paired_over_loop_spread": _spread(ratios),
     }
 
 
@@ -110,13 +131,14 @@ def child(mode: str, weights: str, repeats: int, semantics: str) -> dict:
             fuse = mode == "dask-fused"
             out["tasks"] = len(calls)
             if fuse:
-                from pccx_flow.execute.fuse import fusion_groups
+                from pccx_flow.execute.fuse import GRAIN_SECONDS, fusion_groups
 
                 workers = executor.worker_count(None, None)
                 t0 = time.perf_counter()
                 out["tasks"] = len(fusion_groups(graph, list(calls), workers))
                 out["fusion_s"] = time.perf_counter() - t0
                 out["threads"] = workers
+                out["default_grain_s"] = GRAIN_SECONDS
 
             def step(grain=None):
                 return executor.execute_step(
@@ -147,18 +169,15 @@ def child(mode: str, weights: str, repeats: int, semantics: str) -> dict:
             loop_module.run_node = timed_run_node
             out["per_kernel_s"] = per_kernel
 
-    logits = step()  # warm-up: numba compile, page cache
-    times, ratios = [], []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        logits = step()
-        times.append(time.perf_counter() - t0)
-        if paired_loop is not None:  # the loop right after, so both see the same machine
-            ratios.append(times[-1] / _seconds(paired_loop))
+    logits = step()  # warm-up: numba compile, page cache (every later step gives the same)
+    if paired_loop is not None:  # each Dask step paired with a loop run on the same machine
+        times, ratios = _paired(step, paired_loop, repeats)
+        out["paired_over_loop"] = statistics.median(ratios)
+        out["paired_over_loop_spread"] = _spread(ratios)
+    else:
+        times = [_seconds(step) for _ in range(repeats)]
     out["seconds"] = times
     out["median_s"] = statistics.median(times)
-    if ratios:
-        out["paired_over_loop"] = statistics.median(ratios)
     if mode == "dask-fused":
         out["grains"] = [_grain_point(graph, calls, step, paired_loop, g, repeats) for g in GRAINS]
     out["peak_rss_mib"] = _peak_rss_mib()
@@ -174,7 +193,7 @@ def child(mode: str, weights: str, repeats: int, semantics: str) -> dict:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--weights", default=DEFAULT_WEIGHTS)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--semantics", default="pccx")
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -220,11 +239,17 @@ def main(argv: list[str]) -> int:
         print(f"{m:<10} {r['median_s']:8.3f} {r.get('tasks', '-'):>7} {r['peak_rss_mib']:13.0f}")
     for m in ("dask", "dask-fused"):
         if f"{m}_over_loop" in summary:
-            print(f"{m} / loop ratio (median of paired runs): {summary[f'{m}_over_loop']:.2f}")
+            spread = results[m]["paired_over_loop_spread"]
+            print(
+                f"{m} / loop ratio (median of paired runs): {summary[f'{m}_over_loop']:.2f}"
+                f" (range {spread['min']:.2f}-{spread['max']:.2f})"
+            )
     for point in results.get("dask-fused", {}).get("grains", []):
         print(
             f"  fusion grain {point['grain_s'] * 1e3:g} ms: {point['tasks']} tasks, "
-            f"{point['median_s']:.3f} s/step, {point['paired_over_loop']:.2f}x the loop"
+            f"{point['median_s']:.3f} s/step, {point['paired_over_loop']:.2f}x the loop "
+            f"(range {point['paired_over_loop_spread']['min']:.2f}-"
+            f"{point['paired_over_loop_spread']['max']:.2f})"
         )
     for k, v in summary.items():
         if k.endswith("_vs_reference"):

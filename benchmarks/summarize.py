@@ -130,6 +130,11 @@ def reference_section(d: dict) -> str:
     )
 
 
+def _range(d: dict, mode: str) -> str:
+    spread = d["modes"].get(mode, {}).get("paired_over_loop_spread")
+    return f" ({spread['min']:.2f}-{spread['max']:.2f})" if spread else ""
+
+
 def execute_section(d: dict) -> str:
     names = {
         "dask": "Dask threaded, one task per node",
@@ -146,29 +151,45 @@ def execute_section(d: dict) -> str:
     fused = d["modes"].get("dask-fused", {})
     same_argmax = len({m["argmax"] for m in d["modes"].values()}) == 1
     ratios = (
-        f"Dask / loop (median of runs paired with a loop run in the same process): "
-        f"{d['dask_over_loop']:.2f}x unfused, {d['dask-fused_over_loop']:.2f}x fused"
+        "Dask / loop (median of runs paired with a loop run in the same process, range in "
+        f"brackets): {d['dask_over_loop']:.2f}x{_range(d, 'dask')} unfused, "
+        f"{d['dask-fused_over_loop']:.2f}x{_range(d, 'dask-fused')} fused"
         + (
             f" ({fused['threads']} threads; grouping the nodes takes "
             f"{fused['fusion_s'] * 1000:.0f} ms of the step)"
             if "fusion_s" in fused
             else ""
         )
-        + "; max abs logit difference to the reference "
-        f"{d['dask_max_abs_diff_vs_reference']:.1e}, "
+        + "; max abs logit difference to the reference: "
+        + ", ".join(
+            f"{name} {d[f'{key}_max_abs_diff_vs_reference']:.1e}"
+            for key, name in (("dask", "unfused"), ("dask-fused", "fused"), ("loop", "loop"))
+            if f"{key}_max_abs_diff_vs_reference" in d
+        )
+        + "; "
         + ("same argmax in every mode." if same_argmax else "ARGMAX DIFFERS between modes.")
     )
     grains = [
         [
-            f"{g['grain_s'] * 1e3:g} ms",
+            f"{g['grain_s'] * 1e3:g} ms"
+            + (" (default)" if g["grain_s"] == fused.get("default_grain_s") else ""),
             f"{g['tasks']:,}",
             f"{g['median_s']:.2f} s",
-            f"{g['paired_over_loop']:.2f}x",
+            f"{g['paired_over_loop']:.2f}x"
+            + (
+                f" ({g['paired_over_loop_spread']['min']:.2f}-"
+                f"{g['paired_over_loop_spread']['max']:.2f})"
+                if "paired_over_loop_spread" in g
+                else ""
+            ),
         ]
         for g in fused.get("grains", [])
     ]
     if grains:
-        ratios += "\n\nFused, by fusion grain (what starting a task is charged; default 1 ms):\n\n"
+        ratios += (
+            "\n\nFused, by fusion grain (what starting a task is charged; each row measured "
+            "anew, so the default's row is a second measurement of the fused line above):\n\n"
+        )
         ratios += _table(["grain", "tasks", "s/step", "Dask / loop"], grains)
     repeats = len(d["modes"]["loop"]["seconds"]) if "loop" in d["modes"] else "?"
     return (

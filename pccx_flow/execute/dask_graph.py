@@ -4,7 +4,7 @@ Keys lead with the op and the lane (``gemv-gemv1-L07-ffn-gate-t03-s12``), so the
 dashboard groups tasks by op and lane (`dask.utils.key_split` keeps the leading alphabetic
 words), and end with the step tag, so keys are unique per decode step: a long-lived
 distributed client that saw the same key in an earlier step could otherwise hand back a stale
-result (``dask-notes.md``).
+result (keys are the identity of a result to the scheduler, not a name of the task).
 
 Every task carries annotations: its ``lane_class``, and with a schedule its ``lane`` and a
 ``priority`` from the schedule order (the first node scheduled gets the highest priority;

@@ -39,8 +39,8 @@ _RUN_COUNTER = itertools.count()
 # Ready tasks handed to a worker thread per dispatch on the threaded scheduler (dask's
 # ``chunksize``; a ``chunksize`` in the dask config wins). With one task per node, batching
 # two saves dispatches (one E4B step here: 1 -> 2.1 s, 2 -> 1.7 s, 4 -> 1.65 s; loop 0.86 s).
-# Fused tasks are few and large, and batching them only keeps the second thread idle
-# (1 -> 1.03 s, 2 -> 1.12 s; loop 1.04 s).
+# Fused tasks are few and large: a batch of two would keep the second thread idle while the
+# first runs both, so they go one at a time.
 THREADED_CHUNKSIZE = 2
 FUSED_CHUNKSIZE = 1
 
@@ -212,11 +212,16 @@ def connect(client: Any = None, scheduler: Any = None):
 
 def worker_count(client: Any, scheduler: Any) -> int:
     """How many tasks can run at once: the cluster's threads, the local thread pool's size
-    (dask's ``num_workers`` setting or the CPU count), or 1 for the synchronous scheduler."""
+    (a ``pool`` or ``num_workers`` in the dask config, else the CPU count), or 1 for the
+    synchronous scheduler. A cluster whose workers have not joined yet counts as the CPU
+    count, not 1, so a step is not fused into a single task by accident."""
     if client is not None:
-        return max(1, sum(client.nthreads().values()))
+        return sum(client.nthreads().values()) or CPU_COUNT
     if scheduler in ("sync", "synchronous"):
         return 1
+    pool = dask.config.get("pool", None)
+    if pool is not None and getattr(pool, "_max_workers", None):
+        return int(pool._max_workers)
     return int(dask.config.get("num_workers", None) or CPU_COUNT)
 
 

@@ -2,27 +2,32 @@
 
 A decode step has ~13,500 nodes on E4B. Most take microseconds (an RMSNorm alone is seven:
 square, REDUCE_SUM, mean+eps, SQRT, RECIP, SCALE, ×γ), and even a 512-row INT4 GEMV tile
-takes only ~0.15 ms here, while the threaded scheduler spends ~50-100 µs per task and
-`distributed` ~0.6 ms plus a batching interval per dependency level (``dask-notes.md``).
-One task per node therefore costs more than the arithmetic. Fusion is off unless asked for
-(``execute(..., fuse=True)``); the one-task-per-node graph stays the default and is tested.
+takes only ~0.15 ms here, while Dask's threaded scheduler spends ~50-100 µs per task and
+`distributed` ~0.6 ms plus a batching interval per dependency level (measured on this
+machine). One task per node therefore costs more than the arithmetic. Fusion is off unless
+asked for (``execute(..., fuse=True)``); the one-task-per-node graph stays the default and
+is tested.
 
 How nodes are grouped: the step is list-scheduled, in the plan's topological order, onto as
 many simulated workers as will run it, with a rough CPU cost per node (`cpu_cost`). A worker
 works through *runs*; a run is one Dask task, so its outputs reach other workers only when
-it ends. Each node goes to the worker where it would start first, preferring the worker that
-produced its latest input: it continues that worker's open run when all its inputs from
-other workers were there before the run began, and otherwise starts a new run. When another
-worker takes a node's output, the producer's open run is cut right after that node (its
-outputs are handed over there) and the rest of it continues as a new run. Starting a new run,
-or cutting one, is charged `grain` seconds, so a node moves to another worker only when it
-would start at least that much earlier there: independent work still spreads over the
-workers (the tiles of a wide GEMV, the heads of attention) when it is big enough to gain.
+it ends. Each node goes to the worker where it would start first in the simulation,
+preferring the worker that produced its latest input. It continues that worker's open run
+when all its inputs from other workers were there before the run began, and otherwise starts
+a new run. When a node takes inputs from another worker's open run, that run is cut once,
+right after the latest of those inputs (its outputs are handed over there), and what follows
+in it continues as a new run. Starting a run adds `grain` seconds to the simulated clock of
+its worker, and so does leaving a second task behind a cut: small independent nodes gather
+on one worker unless another worker is idle or the work is big enough to repay the grain, so
+the tiles of a wide GEMV still spread over the workers.
 
 Why the task graph stays acyclic: a run B depends on a run A only through an edge a -> b with
 a in A, b in B. If A is on B's worker it is an earlier run there; otherwise A had ended by the
 time B began. Either way A started strictly before B (every cost is positive), so start times
-order the runs topologically. Every node is in exactly one run.
+order the runs topologically. A run created by a cut starts when the cut node finishes, no
+later than its members started, and they had joined the original run with every input from
+elsewhere in place before that run began, so the same holds for the new run. Every node is in
+exactly one run.
 """
 
 from __future__ import annotations
@@ -35,11 +40,11 @@ CALL_SECONDS = 10e-6
 WEIGHT_BYTES_PER_SECOND = 3.5e9
 ACT_BYTES_PER_SECOND = 5e9
 
-# The default grain: what a new task must gain to be worth starting. Dask's threaded
-# scheduler costs ~50-100 µs of dispatch per task, but on this 2-core machine with the GIL a
-# task running beside another also slows it down, and the main thread's dispatch waits for
-# the GIL. Measured on one E4B step (`benchmarks/bench_execute.py --grains`): 0.1 ms grain
-# gives ~1,260 tasks and is slower than 1 ms (~390 tasks); coarser grains change little.
+# The default grain: what starting a task costs in the simulation, a few times what Dask's
+# threaded scheduler spends dispatching one (~50-100 µs; its dispatch thread also waits for
+# the GIL while kernels hold it). On one E4B step on this 2-core machine the Dask / loop
+# ratio varied less between grains of 0.1 and 10 ms than the machine's own noise
+# (`benchmarks/bench_execute.py` sweeps it); one task per node is ~2.6-2.9x.
 GRAIN_SECONDS = 1e-3
 
 
@@ -91,30 +96,37 @@ def fusion_groups(
     for node in order:
         preds = list(pred[node])
         preferred = worker_of[max(preds, key=finish.__getitem__)] if preds else 0
+        # Inputs still in an open run: that run would be cut once, after the latest of them.
+        # Inputs in closed runs are there when their run ended.
+        cut_at: dict[int, str] = {}
+        closed: list[tuple[int, float]] = []
+        for p in preds:
+            w = worker_of[p]
+            if open_run[w] == run_of[p]:
+                if w not in cut_at or finish[p] > finish[cut_at[w]]:
+                    cut_at[w] = p
+            else:
+                closed.append((w, run_end[run_of[p]]))
         best = None
         for i in range(workers):
             ready = extra = 0.0
-            for p in preds:
-                w = worker_of[p]
-                if w == i:
-                    continue
-                root = run_of[p]
-                if open_run[w] == root:  # would be cut right after p
-                    if finish[p] > ready:
-                        ready = finish[p]
-                    if groups[root][-1] != p:
-                        extra = grain
-                elif run_end[root] > ready:
-                    ready = run_end[root]
+            for w, p in cut_at.items():
+                if w != i:
+                    ready = max(ready, finish[p])
+                    if groups[open_run[w]][-1] != p:
+                        extra = grain  # the cut leaves a second task behind it
+            for w, end in closed:
+                if w != i and end > ready:
+                    ready = end
             joins = open_run[i] is not None and ready <= run_start[i]
-            start = (free[i] if free[i] > ready else ready) + extra + (0.0 if joins else grain)
+            start = max(free[i], ready) + extra + (0.0 if joins else grain)
             rank = (start, i != preferred, i)
             if best is None or rank < best[0]:
                 best = (rank, i, start, joins)
         _, w, start, joins = best
-        for p in preds:
-            if worker_of[p] != w and open_run[worker_of[p]] == run_of[p]:
-                cut_after(worker_of[p], p)
+        for pw, p in cut_at.items():
+            if pw != w:
+                cut_after(pw, p)
         if not joins:
             if open_run[w] is not None:
                 run_end[open_run[w]] = free[w]

@@ -23,7 +23,6 @@ from pccx_flow.execute.plan import plan_graph
 from pccx_flow.execute.runtime import WeightsRef
 from pccx_flow.execute.state import new_decode_state
 from pccx_flow.graph.nodes import tensor
-from pccx_flow.model.config import get_config
 
 
 def _const(call, inputs, ctx, weights, external):
@@ -270,47 +269,6 @@ def test_bad_scheduler_address_is_an_input_error(cfg):
         )
     with pytest.raises(InputError, match="unknown scheduler"):
         execute_step(handmade_graph(cfg, 0), None, state, kernels="handmade", scheduler="gpu")
-
-
-def test_fusion_groups_cover_every_node_once_and_stay_acyclic(tiny_config):
-    from pccx_flow.execute.fuse import fusion_groups, group_graph
-    from pccx_flow.graph.build import build_decode_graph
-
-    g = build_decode_graph(tiny_config, semantics="gemma3n", position=5)
-    order = list(plan_graph(g))
-    position = {n: i for i, n in enumerate(order)}
-    sizes = {}
-    for workers in (1, 2, 4, 8):
-        groups = fusion_groups(g, order, workers)
-        members = [n for ms in groups.values() for n in ms]
-        assert sorted(members) == sorted(order)
-        assert nx.is_directed_acyclic_graph(group_graph(g, groups))
-        for root, ms in groups.items():  # members run in a topological order, root first
-            assert ms[0] == root
-            assert [position[n] for n in ms] == sorted(position[n] for n in ms)
-        sizes[workers] = len(groups)
-    assert sizes[1] == 1  # one thread: the whole step is one task
-    assert all(1 < sizes[w] < len(order) for w in (2, 4, 8))
-    # A grain of zero charges nothing for a task: more tasks than the default grain.
-    assert len(fusion_groups(g, order, 2, grain=0.0)) > sizes[2]
-
-
-def test_fusion_spreads_wide_gemvs_over_the_workers():
-    """The tiles of one wide E4B GEMV land in different tasks when there are workers to run
-    them (tiny's tiles are too small to be worth a task of their own)."""
-    from pccx_flow.execute.fuse import fusion_groups
-    from pccx_flow.graph.build import build_decode_graph
-
-    g = build_decode_graph(get_config("e4b"), semantics="pccx", position=0)
-    order = list(plan_graph(g))
-    tiles = [n for n in order if n.startswith("L03.ffn.gate.t")]
-    assert len(tiles) == 32
-    tasks_of_tiles = {}
-    for workers in (1, 2):
-        root_of = {n: r for r, ms in fusion_groups(g, order, workers).items() for n in ms}
-        tasks_of_tiles[workers] = len({root_of[n] for n in tiles})
-    assert tasks_of_tiles[1] == 1
-    assert 2 <= tasks_of_tiles[2] <= 8  # split over the workers, still a few tiles per task
 
 
 def test_weights_travel_as_a_path_and_open_once_per_process(tiny_ckpt):
