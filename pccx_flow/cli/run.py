@@ -259,13 +259,16 @@ def run(args) -> int:
     if args.precision != DEFAULT_PRECISION:
         print(f"activations in {args.precision} (a structure check; the NPU computes float32)")
     where = "distributed" if (client or args.scheduler) else "dask threaded"
-    print(f"per-step wall time on this CPU ({where}; not an NPU estimate):")
-    header = "  position  seconds"
+    print(
+        f"per-step wall time on this CPU ({where}; not an NPU estimate), executing the graph "
+        "and, before it, building the graph" + (" and its schedule:" if args.policy else ":")
+    )
+    header = "  position  seconds  build s"
     if checker:
         header += "  max|dlogit|  argmax   kv16 flips  verdict"
     print(header)
     for pos, sec in enumerate(result.step_seconds):
-        line = f"  {pos:8d}  {sec:7.3f}"
+        line = f"  {pos:8d}  {sec:7.3f}  {result.build_seconds[pos]:7.3f}"
         if checker:
             _, diff, same, kv, ok = checker.rows[pos]
             line += f"  {diff:11.2e}  {'same' if same else 'DIFFERS':7s}  {kv.flips:10d}"

@@ -35,11 +35,13 @@ from pccx_flow.sampling import DEFAULT_PENALTY, DEFAULT_TOP_P, sample_next_token
 
 @dataclass
 class ExecutedGeneration:
-    """Generated tokens, the logits of every decode step, and each step's CPU wall time."""
+    """Generated tokens, the logits of every decode step, and each step's CPU wall times:
+    executing its graph, and building that graph (and its schedule) before."""
 
     tokens: list[int] = field(default_factory=list)
     logits: list[np.ndarray] = field(default_factory=list)
     step_seconds: list[float] = field(default_factory=list)  # CPU execution, not an NPU estimate
+    build_seconds: list[float] = field(default_factory=list)  # graph (+ schedule) per position
 
 
 def check_steps(steps: Any) -> int:
@@ -149,7 +151,9 @@ def generate(
     with connect(client, scheduler) as dist:
         try:
             for position in range(n_positions):
+                t0 = time.perf_counter()
                 graph, schedule = build(position)
+                result.build_seconds.append(time.perf_counter() - t0)
                 token_in = state.token_id
                 t0 = time.perf_counter()
                 logits = execute(

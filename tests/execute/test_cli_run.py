@@ -31,7 +31,7 @@ def test_float64_check_holds_each_step_to_1e_9(tiny_ckpt_dir, capsys):
     out = capsys.readouterr().out
     assert rc == 0
     assert "activations in float64" in out and "OK (tolerance 1e-09" in out
-    diffs = [float(line.split()[2]) for line in out.splitlines() if line.endswith("  ok")]
+    diffs = [float(line.split()[3]) for line in out.splitlines() if line.endswith("  ok")]
     assert len(diffs) == 3 and max(diffs) <= 1e-9
 
 

@@ -284,7 +284,7 @@ def test_generation_produces_the_reference_tokens(tiny_ckpt, semantics, temperat
     assert len(got.logits) == len(want.logits) == len(prompt) + steps - 1
     for a, b in zip(got.logits, want.logits, strict=True):
         assert np.max(np.abs(a - b)) <= 1e-3 and np.argmax(a) == np.argmax(b)
-    assert len(got.step_seconds) == len(got.logits)
+    assert len(got.step_seconds) == len(got.build_seconds) == len(got.logits)
 
 
 @pytest.mark.parametrize("where", ["threaded", "distributed", "fused"])
