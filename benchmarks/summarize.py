@@ -202,6 +202,36 @@ def execute_section(d: dict) -> str:
     )
 
 
+def float64_section(d: dict) -> str:
+    rows = [
+        [
+            f"`{r['semantics']}`",
+            f"{r['max_abs_diff']:.1e}",
+            "same" if r["same_argmax"] else "DIFFERS",
+            f"{r['kv_elements_differing']}",
+            f"{r['executor_s']:.1f} s",
+            f"{r['reference_s']:.1f} s",
+        ]
+        for r in d["runs"]
+    ]
+    return (
+        f"**One E4B step in float64** (`bench_float64.py`, position {d['position']}, executor "
+        "fused on the threaded scheduler vs the reference decode, both with "
+        '`precision="float64"`; CPU times)\n\n'
+        + _table(
+            [
+                "semantics",
+                "max abs logit diff",
+                "argmax",
+                "new KV elements differing",
+                "executor",
+                "reference",
+            ],
+            rows,
+        )
+    )
+
+
 SECTIONS = {
     "graph": graph_section,
     "schedulers": schedulers_section,
@@ -209,6 +239,7 @@ SECTIONS = {
     "weights": weights_section,
     "reference": reference_section,
     "execute": execute_section,
+    "float64": float64_section,
 }
 
 
