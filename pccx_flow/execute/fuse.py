@@ -94,36 +94,40 @@ def fusion_groups(
         open_run[w], run_start[w] = rest[0], finish[node]
 
     for node in order:
-        preds = list(pred[node])
-        preferred = worker_of[max(preds, key=finish.__getitem__)] if preds else 0
         # Inputs still in an open run: that run would be cut once, after the latest of them.
         # Inputs in closed runs are there when their run ended.
         cut_at: dict[int, str] = {}
         closed: list[tuple[int, float]] = []
-        for p in preds:
-            w = worker_of[p]
+        latest, preferred = -1.0, 0
+        for p in pred[node]:
+            w, f = worker_of[p], finish[p]
+            if f > latest:
+                latest, preferred = f, w
             if open_run[w] == run_of[p]:
-                if w not in cut_at or finish[p] > finish[cut_at[w]]:
+                if w not in cut_at or f > finish[cut_at[w]]:
                     cut_at[w] = p
             else:
                 closed.append((w, run_end[run_of[p]]))
-        best = None
+        best_start, w, joins = 0.0, -1, False
         for i in range(workers):
             ready = extra = 0.0
-            for w, p in cut_at.items():
-                if w != i:
-                    ready = max(ready, finish[p])
-                    if groups[open_run[w]][-1] != p:
+            for pw, p in cut_at.items():
+                if pw != i:
+                    if finish[p] > ready:
+                        ready = finish[p]
+                    if groups[open_run[pw]][-1] != p:
                         extra = grain  # the cut leaves a second task behind it
-            for w, end in closed:
-                if w != i and end > ready:
+            for pw, end in closed:
+                if pw != i and end > ready:
                     ready = end
-            joins = open_run[i] is not None and ready <= run_start[i]
-            start = max(free[i], ready) + extra + (0.0 if joins else grain)
-            rank = (start, i != preferred, i)
-            if best is None or rank < best[0]:
-                best = (rank, i, start, joins)
-        _, w, start, joins = best
+            i_joins = open_run[i] is not None and ready <= run_start[i]
+            start = (free[i] if free[i] > ready else ready) + extra
+            if not i_joins:
+                start += grain
+            # Earliest start; on a tie the worker of the latest input, then the lowest index.
+            if w < 0 or start < best_start or (start == best_start and i == preferred):
+                best_start, w, joins = start, i, i_joins
+        start = best_start
         for pw, p in cut_at.items():
             if pw != w:
                 cut_after(pw, p)
