@@ -44,7 +44,7 @@ ACT_BYTES_PER_SECOND = 5e9
 # threaded scheduler spends dispatching one (~50-100 µs; its dispatch thread also waits for
 # the GIL while kernels hold it). On one E4B step on this 2-core machine the Dask / loop
 # ratio varied less between grains of 0.1 and 10 ms than the machine's own noise
-# (`benchmarks/bench_execute.py` sweeps it); one task per node is ~2.6-2.9x.
+# (`benchmarks/bench_execute.py` sweeps it); one task per node is ~2.5-2.9x.
 GRAIN_SECONDS = 1e-3
 
 
