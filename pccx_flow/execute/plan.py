@@ -48,8 +48,10 @@ def plan_graph(graph: nx.DiGraph) -> dict[str, NodeCall]:
     Raises `GraphError` when the graph has a cycle, a node without a kernel, a tensor written
     by two nodes, or an edge whose tensor its source does not write.
     """
-    if not nx.is_directed_acyclic_graph(graph):
-        raise GraphError("the decode graph has a cycle; it cannot be executed")
+    try:  # one pass: the sort itself finds a cycle (a separate DAG check would sort twice)
+        order = list(nx.topological_sort(graph))
+    except nx.NetworkXUnfeasible:
+        raise GraphError("the decode graph has a cycle; it cannot be executed") from None
     writer: dict[str, tuple[str, int]] = {}
     for node, attrs in graph.nodes(data=True):
         for j, t in enumerate(attrs.get("outputs") or ()):
@@ -59,7 +61,7 @@ def plan_graph(graph: nx.DiGraph) -> dict[str, NodeCall]:
                 )
             writer[t["name"]] = (node, j)
     calls: dict[str, NodeCall] = {}
-    for node in nx.topological_sort(graph):
+    for node in order:
         attrs = graph.nodes[node]
         if not attrs.get("kernel"):
             raise GraphError(f"node {node} has no kernel; every node must name one")
