@@ -29,7 +29,6 @@ import argparse
 import gc
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -37,18 +36,15 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from measure import peak_rss_mib, write_result
+
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-HERE = Path(__file__).resolve().parent
 DEFAULT_WEIGHTS = "/work/ckpt/e4b-seed0"
 MODES = ("dask", "dask-fused", "loop", "reference")
 TOKEN, POSITION = 2, 0
 GRAINS = (1e-4, 1e-3, 3e-3, 1e-2)  # fusion grains swept by the dask-fused child (seconds)
-
-
-def _peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def _seconds(fn) -> float:
@@ -180,7 +176,7 @@ def child(mode: str, weights: str, repeats: int, semantics: str) -> dict:
     out["median_s"] = statistics.median(times)
     if mode == "dask-fused":
         out["grains"] = [_grain_point(graph, calls, step, paired_loop, g, repeats) for g in GRAINS]
-    out["peak_rss_mib"] = _peak_rss_mib()
+    out["peak_rss_mib"] = peak_rss_mib()
     out["argmax"] = int(np.argmax(logits))
     out["logits_head"] = [float(v) for v in np.asarray(logits[:4])]
     if "per_kernel_s" in out:
@@ -261,10 +257,7 @@ def main(argv: list[str]) -> int:
             f"nodes {results['loop']['nodes']}, graph build {results['loop']['graph_build_s']:.2f}"
             f" s, plan {results['loop']['plan_s']:.2f} s"
         )
-    out = HERE / "results" / "execute.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"wrote {out}")
+    print(f"wrote {write_result('execute', summary)}")
     return 0
 
 

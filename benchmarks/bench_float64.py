@@ -17,16 +17,15 @@ Writes benchmarks/results/float64.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import resource
 import sys
 import time
 from pathlib import Path
 
+from measure import peak_rss_mib, write_result
+
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-HERE = Path(__file__).resolve().parent
 DEFAULT_WEIGHTS = "/work/ckpt/e4b-seed0"
 TOKEN, POSITION = 2, 0
 
@@ -84,7 +83,7 @@ def main(argv: list[str]) -> int:
         "token": TOKEN,
         "note": "CPU wall times on this machine; not NPU estimates",
         "runs": rows,
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "peak_rss_mib": peak_rss_mib(),
     }
     for r in rows:
         print(
@@ -92,10 +91,7 @@ def main(argv: list[str]) -> int:
             f"{r['same_argmax']}, KV elements differing {r['kv_elements_differing']}, "
             f"executor {r['executor_s']:.1f} s, reference {r['reference_s']:.1f} s"
         )
-    out = HERE / "results" / "float64.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"wrote {out}")
+    print(f"wrote {write_result('float64', summary)}")
     return 0
 
 

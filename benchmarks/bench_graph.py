@@ -28,18 +28,12 @@ import time
 import tracemalloc
 from pathlib import Path
 
+from measure import status_kb
+
 HERE = Path(__file__).resolve().parent
 RESULT = HERE / "results" / "graph.json"
 POSITION = 1023
 CASES = (("pccx", None), ("pccx", "v002-spec"), ("gemma3n", None))
-
-
-def _status_kb(field: str) -> int:
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
 
 
 def _byte_totals(graph) -> dict:
@@ -59,7 +53,7 @@ def child(semantics: str, profile_name: str | None, runs: int) -> dict:
     from pccx_flow.hardware.profile import load_profile
 
     profile = load_profile(profile_name) if profile_name else None
-    rss_before = _status_kb("VmRSS") / 1024
+    rss_before = status_kb("VmRSS") / 1024
     times = []
     graph = None
     for _ in range(runs):
@@ -83,7 +77,7 @@ def child(semantics: str, profile_name: str | None, runs: int) -> dict:
         "median_seconds": statistics.median(times),
         "tracemalloc_peak_mb": peak / 2**20,
         "rss_before_mb": rss_before,
-        "peak_rss_mb": _status_kb("VmHWM") / 1024,
+        "peak_rss_mb": status_kb("VmHWM") / 1024,
         **totals,
     }
 

@@ -27,30 +27,24 @@ import threading
 import time
 from pathlib import Path
 
+from measure import status_kb
+
 HERE = Path(__file__).resolve().parent
 DEFAULT_CKPT = Path("/work/ckpt/e4b-seed0")
 RESULT = HERE / "results" / "reference.json"
-
-
-def _status_kb(field: str) -> int:
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
 
 
 class _AnonPeak:
     """Samples RssAnon in a thread: the kernel keeps no peak of anonymous memory."""
 
     def __init__(self, interval: float = 0.02) -> None:
-        self.peak_kb = _status_kb("RssAnon")
+        self.peak_kb = status_kb("RssAnon")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(interval,), daemon=True)
 
     def _run(self, interval: float) -> None:
         while not self._stop.wait(interval):
-            self.peak_kb = max(self.peak_kb, _status_kb("RssAnon"))
+            self.peak_kb = max(self.peak_kb, status_kb("RssAnon"))
 
     def __enter__(self):
         self._thread.start()
@@ -59,7 +53,7 @@ class _AnonPeak:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
-        self.peak_kb = max(self.peak_kb, _status_kb("RssAnon"))
+        self.peak_kb = max(self.peak_kb, status_kb("RssAnon"))
 
 
 def _first_non_finite(trace: dict) -> str | None:
@@ -88,7 +82,7 @@ def child(ckpt_dir: str, semantics: str, token: int) -> dict:
     finite = bool(np.isfinite(logits).all())
     out = {
         "seconds": seconds,
-        "peak_rss_mb": _status_kb("VmHWM") / 1024,
+        "peak_rss_mb": status_kb("VmHWM") / 1024,
         "peak_anon_mb": anon.peak_kb / 1024,
         "finite": finite,
         "max_abs_logit": float(np.nanmax(np.abs(logits))) if not np.isnan(logits).all() else None,

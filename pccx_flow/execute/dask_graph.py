@@ -53,6 +53,21 @@ def schedule_priorities(schedule: Any, nodes) -> dict[str, int]:
     return {node: prio.get(node, 0) for node in nodes}
 
 
+def _schedule_lanes(schedule: Any) -> dict[str, str]:
+    """Node -> the lane a schedule put it on (empty without a schedule)."""
+    return {} if schedule is None else {n: str(s.lane) for n, s in schedule.slots.items()}
+
+
+def _annotation(graph: nx.DiGraph, node: str, lanes: dict, priority: int | None) -> dict:
+    """The task annotations of `node`: its lane class, and with a schedule (a priority) its
+    scheduled lane and that priority."""
+    ann: dict[str, Any] = {"lane_class": graph.nodes[node].get("lane_class", "host")}
+    if priority is not None:
+        ann["lane"] = lanes.get(node, ann["lane_class"])
+        ann["priority"] = priority
+    return ann
+
+
 def build_dask_graph(
     graph: nx.DiGraph,
     calls: dict[str, NodeCall],
@@ -73,9 +88,7 @@ def build_dask_graph(
     of earlier positions); they enter the graph as `DataNode`s so the task stays pure and a
     worker process receives exactly the rows it needs.
     """
-    lanes = {}
-    if schedule is not None:
-        lanes = {n: str(s.lane) for n, s in schedule.slots.items()}
+    lanes = _schedule_lanes(schedule)
     key_of = {n: task_key(n, graph.nodes[n], step_tag, lanes.get(n)) for n in calls}
     dsk: dict[str, Any] = {}
     for node, call in calls.items():
@@ -84,14 +97,8 @@ def build_dask_graph(
         ext_arg = DataNode(None, external) if external is not None else None
         refs = [TaskRef(key_of[p]) for p in call.producers]
         dsk[key] = Task(key, run_node, call, kernels, ctx, weights, ext_arg, *refs)
-    annotations: dict[str, dict[str, Any]] = {}
     prio = schedule_priorities(schedule, calls) if schedule is not None else {}
-    for node in calls:
-        ann: dict[str, Any] = {"lane_class": graph.nodes[node].get("lane_class", "host")}
-        if schedule is not None:
-            ann["lane"] = lanes.get(node, ann["lane_class"])
-            ann["priority"] = prio[node]
-        annotations[key_of[node]] = ann
+    annotations = {key_of[n]: _annotation(graph, n, lanes, prio.get(n)) for n in calls}
     return DaskStep(
         dsk=dsk,
         key_of=key_of,
@@ -125,9 +132,7 @@ def build_fused_dask_graph(
     from pccx_flow.execute.fuse import GRAIN_SECONDS, fusion_groups
     from pccx_flow.execute.runtime import run_group
 
-    lanes = {}
-    if schedule is not None:
-        lanes = {n: str(s.lane) for n, s in schedule.slots.items()}
+    lanes = _schedule_lanes(schedule)
     grain = GRAIN_SECONDS if grain is None else grain
     groups = fusion_groups(graph, list(calls), workers, grain)
     group_key = {r: task_key(r, graph.nodes[r], step_tag, lanes.get(r)) for r in groups}
@@ -138,21 +143,17 @@ def build_fused_dask_graph(
     for root, members in groups.items():
         key = group_key[root]
         inside = set(members)
-        deps: list[str] = []
-        for n in members:
-            for p in calls[n].producers:
-                if p not in inside and key_of[p] not in deps:
-                    deps.append(key_of[p])
+        # The other groups this one reads from, each once, in first-use order.
+        deps = dict.fromkeys(
+            key_of[p] for n in members for p in calls[n].producers if p not in inside
+        )
         ext = {n: externals[n] for n in members if n in externals}
         member_calls = tuple(calls[n] for n in members)
         dsk[key] = Task(
             key, run_group, member_calls, kernels, ctx, weights, ext, *(TaskRef(d) for d in deps)
         )
-        ann: dict[str, Any] = {"lane_class": graph.nodes[root].get("lane_class", "host")}
-        if schedule is not None:
-            ann["lane"] = lanes.get(root, ann["lane_class"])
-            ann["priority"] = max(prio[n] for n in members)
-        annotations[key] = ann
+        priority = max(prio[n] for n in members) if prio else None
+        annotations[key] = _annotation(graph, root, lanes, priority)
     return DaskStep(
         dsk=dsk,
         key_of=key_of,

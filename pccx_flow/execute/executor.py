@@ -230,8 +230,9 @@ def step_priorities(step: DaskStep) -> dict[str, int]:
     return {k: a["priority"] for k, a in step.annotations.items() if "priority" in a}
 
 
-def follow_priorities(step: DaskStep) -> tuple:
-    """A local-scheduler callback that makes Dask run ready tasks in priority order.
+def follow_priorities(prio: dict[str, int]) -> tuple:
+    """A local-scheduler callback that makes Dask run ready tasks in priority order (`prio`:
+    task key -> priority, as `step_priorities` gives).
 
     `dask.local` keeps its ready tasks in a stack ordered by `dask.order` and ignores
     annotations. After the state is set up and after every finished task, this sorts the
@@ -241,7 +242,6 @@ def follow_priorities(step: DaskStep) -> tuple:
     finish)``, so it applies to this step only (a `dask.callbacks.Callback` used as a
     context manager would be registered for every scheduler running in the process).
     """
-    prio = step_priorities(step)
 
     def order_ready(state: dict) -> None:
         state["ready"].sort(key=lambda key: prio.get(key, 0))  # popped from the end
@@ -270,7 +270,8 @@ def run_dask_step(
         if dist is not None:
             with dask.annotate(**_annotations(step)):
                 return dist.get(step.dsk, keys, sync=True)
-    callbacks = [follow_priorities(step)] if step_priorities(step) else None
+    prio = step_priorities(step)
+    callbacks = [follow_priorities(prio)] if prio else None
     if scheduler in (None, "threads", "threaded"):
         chunksize = dask.config.get("chunksize", chunksize)
         return dask.threaded.get(step.dsk, keys, chunksize=chunksize, callbacks=callbacks)
@@ -342,7 +343,8 @@ def execute(
     fuse: bool = False,
     precision: str = DEFAULT_PRECISION,
 ) -> np.ndarray:
-    """Run one decode step of `graph` with Dask and return its logits (float32 ``[vocab]``).
+    """Run one decode step of `graph` with Dask and return its logits (``[vocab]``, float32
+    unless `precision` says float64).
 
     `weights` is an opened checkpoint (or its directory). The step runs on
     `dask.threaded.get` unless `client` (a `distributed.Client`) or `scheduler` (``"sync"``

@@ -1,0 +1,35 @@
+"""Helpers the benchmark scripts share: process memory readings and writing a result file.
+
+Not a benchmark itself (`run_all.py` runs only ``bench_*.py``); the scripts import it from
+their own folder, which Python puts first on the path when it runs a script.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def status_kb(field: str) -> int:
+    """A ``/proc/self/status`` field in KiB (``VmRSS``, ``VmHWM``, ``RssAnon``), 0 if absent."""
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident set so far, in MiB (``ru_maxrss`` is KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def write_result(name: str, data: dict) -> Path:
+    """Write `data` as ``benchmarks/results/<name>.json``; returns the path."""
+    out = RESULTS / f"{name}.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(data, indent=2) + "\n")
+    return out
