@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from pccx_flow.cli.common import CONFIG_FILE_HELP
 from pccx_flow.model.config import PRESETS, get_config
 
 EPILOG = """examples:
@@ -29,6 +30,9 @@ Without --preset the config comes from a config.json next to the shards, else fr
 VERIFY_EPILOG = """examples:
   pccx-flow weights verify ckpt/tiny
   pccx-flow weights verify runtime-ckpt/ --preset e4b     # manifest is just {"mode": "int4"}
+  pccx-flow weights verify pccx-export/ --config cfg.json # no manifest; cfg.json: some fields
+Without a config in the manifest, --preset or --config, the config is inferred from the
+tensor shapes and printed as a note (with the fields shapes cannot show, and their defaults).
 Prints "ok: N tensors, X GB, preset P" or one line per problem (exit status 1)."""
 
 
@@ -66,9 +70,10 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from pccx_flow.cli.common import checkpoint_config
     from pccx_flow.weights.verify import inspect_checkpoint
 
-    report = inspect_checkpoint(Path(args.dir), _config(args))
+    report = inspect_checkpoint(Path(args.dir), checkpoint_config(args.preset, args.config))
     for note in report.notes:
         print(f"note: {note}")
     if report.problems:
@@ -133,4 +138,5 @@ def register(subparsers) -> None:
     )
     p.add_argument("dir", metavar="DIR", help="checkpoint folder")
     p.add_argument("--preset", help=f"config: {presets}, if the manifest has none")
+    p.add_argument("--config", metavar="FILE", help=CONFIG_FILE_HELP)
     p.set_defaults(func=cmd_verify)

@@ -22,9 +22,9 @@ Semantics (chosen by name, ``pccx`` by default):
 
 Both: the Gaussian top-k gate's "Std" is the population one (ddof = 0; spec 002 §4 divides
 the variance by N, and pccx's runtime uses ``np.std``), RMSNorm multiplies by gamma itself,
-attention has no 1/sqrt(d_head) scaling and no softcap, GELU is the tanh form, and the LM head is the tied ``W_embed``. Every named tensor
-below is float32; the arithmetic between two of them runs in float64 and is rounded once
-(`pccx_flow.reference.functions`, "Precision").
+attention has no 1/sqrt(d_head) scaling and no softcap, GELU is the tanh form, and the LM
+head is the tied ``W_embed``. Every named tensor below is float32; the arithmetic between two
+of them runs in float64 and is rounded once (`pccx_flow.reference.functions`, "Precision").
 
 ``trace`` (a dict) receives copies of named intermediates, for tests and for comparing with
 the executor node by node:
