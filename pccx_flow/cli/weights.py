@@ -10,7 +10,7 @@ from pccx_flow.model.config import PRESETS, get_config
 
 EPILOG = """examples:
   pccx-flow weights synth --preset tiny --seed 0 --out ckpt/tiny
-  pccx-flow weights synth --preset e4b --seed 0 --out /work/ckpt/e4b-seed0   # ~3.6 GB
+  pccx-flow weights synth --preset e4b --seed 0 --out ckpt/e4b             # ~3.6 GB, ~35 s
   pccx-flow weights import gemma-3n-E4B/ --out ckpt/e4b-hf                   # shards + config.json
   pccx-flow weights verify ckpt/tiny"""
 
@@ -71,8 +71,11 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from pccx_flow.cli.common import checkpoint_config
+    from pccx_flow.errors import InputError
     from pccx_flow.weights.verify import inspect_checkpoint
 
+    if not Path(args.dir).is_dir():  # a usage error (exit 2), not a damaged checkpoint (1)
+        raise InputError(f"{args.dir!r} is not a folder; give a checkpoint folder to verify")
     report = inspect_checkpoint(Path(args.dir), checkpoint_config(args.preset, args.config))
     for note in report.notes:
         print(f"note: {note}")

@@ -70,6 +70,13 @@ def test_verify_reports_problems_with_exit_1(tiny_ckpt_dir, tmp_path, capsys):
     assert "float64" in lines[1] and "up_proj.weight is missing" in lines[2]  # manifest order
 
 
+def test_verify_of_a_missing_folder_is_a_usage_error(tmp_path, capsys):
+    code, out, err = run(capsys, "weights", "verify", str(tmp_path / "nowhere"))
+    assert_one_line_error(code, err)
+    assert code == 2 and err.startswith("pccx-flow: error: ") and "is not a folder" in err
+    assert out == ""
+
+
 def test_verify_without_config(tiny_ckpt_dir, tmp_path, capsys):
     ck = shutil.copytree(tiny_ckpt_dir, tmp_path / "ck")
     (ck / "manifest.json").write_text(json.dumps({"mode": "int4"}))
