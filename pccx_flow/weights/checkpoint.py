@@ -39,7 +39,7 @@ from pccx_flow.model.config import PRESETS, Gemma3nConfig
 from pccx_flow.model.tensors import KEY_PREFIX, TensorSpec, tensor_manifest
 from pccx_flow.weights.infer import infer_config, with_overrides
 from pccx_flow.weights.int4 import dequantize_rows
-from pccx_flow.weights.npy import NpyHeader, open_readonly
+from pccx_flow.weights.npy import NpyHeader, open_readonly, read_header
 
 MANIFEST_NAME = "manifest.json"
 FORMAT_NAME = "pccx-split-npy"
@@ -286,20 +286,24 @@ def _expected_forms(spec: TensorSpec) -> str:
     return " or ".join(forms)
 
 
-def open_tensor(directory: Path, spec: TensorSpec) -> _Opened:
-    """Check a tensor's file(s) against its spec and map them read-only."""
+def check_tensor_files(directory: Path, spec: TensorSpec) -> str:
+    """Check a tensor's file header(s) against its spec, reading no data; returns its storage.
+
+    Raises `MissingTensorError` for an absent file and `TensorFormatError` for a wrong shape,
+    dtype or size (a truncated file), a pickle, or something that is not a regular file.
+    """
     what = f"tensor {spec.key}"
     path = tensor_path(directory, spec.key)
     try:
-        data, header = open_readonly(path, what)
+        header = read_header(path, what)
     except FileNotFoundError:
         raise MissingTensorError(f"{what} is missing: no file {path.name} in {directory}") from None
     storage = _storage_of(header, spec, path)
     if storage == "float32":
-        return _Opened("float32", data, None)
+        return storage
     spath = scale_path(directory, spec.key)
     try:
-        scale, sheader = open_readonly(spath, f"scales of {spec.key}")
+        sheader = read_header(spath, f"scales of {spec.key}")
     except FileNotFoundError:
         raise MissingTensorError(
             f"{what} is stored packed (uint8) but its scales {spath.name} are missing"
@@ -309,6 +313,32 @@ def open_tensor(directory: Path, spec: TensorSpec) -> _Opened:
             f"scales of {spec.key}: {spath.name} is {sheader.dtype} {list(sheader.shape)}, "
             f"expected float32 [{spec.shape[0]}]"
         )
+    return storage
+
+
+def check_headers(checkpoint: Checkpoint) -> None:
+    """Check every tensor file's header, dtype, shape and size before any work starts.
+
+    Reads only the `.npy` headers (a few hundred bytes per file; E4B has ~350 files), so a
+    truncated or mis-shaped tensor in layer 34 is named when the checkpoint is opened, not
+    after a full decode step. Tensors a decode step never reads (`TensorSpec.used` False,
+    the K/V weights of KV-sharing layers) may be absent.
+    """
+    for spec in tensor_manifest(checkpoint.config):
+        try:
+            check_tensor_files(checkpoint.path, spec)
+        except MissingTensorError:
+            if spec.used or tensor_path(checkpoint.path, spec.key).exists():
+                raise
+
+
+def open_tensor(directory: Path, spec: TensorSpec) -> _Opened:
+    """Check a tensor's file(s) against its spec and map them read-only."""
+    storage = check_tensor_files(directory, spec)
+    data, _ = open_readonly(tensor_path(directory, spec.key), f"tensor {spec.key}")
+    if storage == "float32":
+        return _Opened("float32", data, None)
+    scale, _ = open_readonly(scale_path(directory, spec.key), f"scales of {spec.key}")
     scale = np.array(scale)  # [rows] float32, small: keep in RAM, shared by every caller
     scale.setflags(write=False)
     return _Opened("int4", data, scale)
@@ -437,7 +467,7 @@ class Checkpoint:
 
 
 def open_checkpoint(path: Path | str, config: ConfigChoice = None) -> Checkpoint:
-    """Open a checkpoint directory; tensors are checked and mapped on first use.
+    """Open a checkpoint directory: every tensor header is checked now, data mapped on use.
 
     `config`: a `Gemma3nConfig` (it must agree with the manifest's config, or with the tensor
     shapes when there is none), a mapping of some config fields (e.g. from
@@ -448,4 +478,6 @@ def open_checkpoint(path: Path | str, config: ConfigChoice = None) -> Checkpoint
     directory = Path(path)
     manifest = read_manifest(directory)
     chosen, note = resolve_config_noted(directory, manifest, config)
-    return Checkpoint(directory, chosen, manifest, note)
+    checkpoint = Checkpoint(directory, chosen, manifest, note)
+    check_headers(checkpoint)
+    return checkpoint

@@ -27,7 +27,7 @@ from pccx_flow.model.config import PRESETS, Gemma3nConfig
 from pccx_flow.model.tensors import KEY_PREFIX, TensorSpec, tensor_manifest
 from pccx_flow.weights.int4 import quantize_rows
 from pccx_flow.weights.safetensors_reader import SafeTensor, read_safetensors_header
-from pccx_flow.weights.writer import TensorFileWriter, prepare_output_dir, write_manifest
+from pccx_flow.weights.writer import TensorFileWriter, staged_checkpoint, write_manifest
 
 PREFIXES = (KEY_PREFIX, "model.")
 INDEX_NAME = "model.safetensors.index.json"
@@ -278,17 +278,17 @@ def import_safetensors(
                 f"{config.name!r}; pass the matching --preset"
             )
     storages = {s.key: (s.storage if quantize else "float32") for s in present}
-    out = prepare_output_dir(out, force=force)
     total = sum(
         s.stored_bytes if storages[s.key] == "int4" else 4 * math.prod(s.shape) for s in present
     )
     show = progress and sys.stderr.isatty()
-    with tqdm(
-        total=total, unit="B", unit_scale=True, desc="import", file=sys.stderr, disable=not show
-    ) as bar:
-        for spec in present:
-            convert_tensor(out, spec, tensors[spec.key], storages[spec.key], bar)
-    source = {"hf_import": {"shards": [s.name for s in shards], "quantized": quantize}}
-    mode = "int4" if quantize else "float32"
-    write_manifest(out, config, mode, storages, present, extra=source)
-    return out
+    with staged_checkpoint(out, force=force, config=config) as tmp:
+        with tqdm(
+            total=total, unit="B", unit_scale=True, desc="import", file=sys.stderr, disable=not show
+        ) as bar:
+            for spec in present:
+                convert_tensor(tmp, spec, tensors[spec.key], storages[spec.key], bar)
+        source = {"hf_import": {"shards": [s.name for s in shards], "quantized": quantize}}
+        mode = "int4" if quantize else "float32"
+        write_manifest(tmp, config, mode, storages, present, extra=source)
+    return Path(out)
