@@ -20,6 +20,7 @@ so the Dask executor can ship it to worker processes, which reopen the files the
 from __future__ import annotations
 
 import json
+import os
 import stat
 import threading
 from collections.abc import Mapping
@@ -117,21 +118,31 @@ def config_from_dict(data: dict, where: str) -> Gemma3nConfig:
 
 
 def read_small_json(path: Path, what: str) -> object:
-    """Parse a small JSON file; refuse FIFOs, devices and anything past `MAX_JSON_BYTES`."""
+    """Parse a small JSON file; refuse FIFOs, devices and anything past `MAX_JSON_BYTES`.
+
+    The file is opened without blocking and checked on the open descriptor, so a FIFO or a
+    symlink to ``/dev/zero`` is refused at once instead of hanging or filling memory.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        info = path.stat()
+        fd = os.open(path, flags)
     except OSError as exc:
         raise WeightsError(f"{what} {path}: cannot read it ({exc.strerror or exc})") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise WeightsError(f"{what} {path} is not a regular file; give a JSON file")
-    if info.st_size > MAX_JSON_BYTES:
-        raise WeightsError(f"{what} {path} is {info.st_size} bytes; a JSON config is a few kB")
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise WeightsError(f"{what} {path} is not a regular file; give a JSON file")
+        if info.st_size > MAX_JSON_BYTES:
+            raise WeightsError(f"{what} {path} is {info.st_size} bytes; a JSON config is a few kB")
+        try:
+            data = f.read(MAX_JSON_BYTES + 1)
+        except OSError as exc:
+            raise WeightsError(f"{what} {path}: cannot read it ({exc.strerror or exc})") from None
     try:
-        with open(path, "rb") as f:
-            text = f.read(MAX_JSON_BYTES + 1).decode("utf-8")
-        return json.loads(text)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise WeightsError(f"{what} {path}: not valid JSON ({exc})") from None
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        text = " ".join(str(exc).split())[:160] or type(exc).__name__
+        raise WeightsError(f"{what} {path}: not valid JSON ({text})") from None
 
 
 def load_config_file(path: Path | str) -> dict:
@@ -207,7 +218,7 @@ def _stored_config(directory: Path, manifest: dict | None) -> Gemma3nConfig | No
         return None
     if "config" in manifest:
         return config_from_dict(manifest["config"], f"{directory / MANIFEST_NAME}")
-    if manifest.get("preset") in PRESETS:
+    if isinstance(manifest.get("preset"), str) and manifest["preset"] in PRESETS:
         return PRESETS[manifest["preset"]]
     return None
 

@@ -47,11 +47,9 @@ def shards_of_index(index: Path) -> list[Path]:
 
     data = read_small_json(index, "safetensors index")
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
-    if not isinstance(weight_map, dict) or not all(
-        isinstance(v, str) for v in weight_map.values()
-    ):
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise WeightsError(
-            f"{index}: not a valid safetensors index (needs a \"weight_map\" object of "
+            f'{index}: not a valid safetensors index (needs a "weight_map" object of '
             "tensor name -> shard file name)"
         )
     names = sorted(set(weight_map.values()))
