@@ -252,16 +252,19 @@ def staged_checkpoint(
     """
     from pccx_flow.weights.checkpoint import open_checkpoint
 
-    out = check_output_dir(out, force=force)
-    for note in recover_leftovers(out):
-        _note(note)
-    out = check_output_dir(out, force=force)  # a restored backup is judged like any folder
     try:
+        out = check_output_dir(out, force=force)
+        for note in recover_leftovers(out):
+            _note(note)
+        out = check_output_dir(out, force=force)  # a restored backup is judged like any folder
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = sibling(out, TMP_TAG)
         tmp.mkdir()
     except OSError as exc:
-        raise WeightsError(f"cannot create output directory {out}: {exc.strerror}") from None
+        raise WeightsError(
+            f"cannot create output directory {out}: {exc.strerror or exc}; check the path and "
+            "its permissions"
+        ) from None
     try:
         carry_other_files(out, tmp)
         yield tmp
