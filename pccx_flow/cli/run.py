@@ -41,10 +41,11 @@ Times printed are CPU wall times of executing the graph on this machine, not NPU
 --check decodes each step with the reference too, from the same earlier KV rows, and exits
 with status 1 when a step's argmax differs, a new KV element differs by more than one
 float16 rounding step, or its logits differ by more than 1e-4 (1e-3 on a step whose float16
-KV rows rounded differently: such a flip alone moves logits by ~1e-4). On E4B, float32
-rounding differences grow through the 35 layers: measured 1e-4..2.5e-4 (gemma3n) and
-2.6e-3..5.3e-3 (pccx, float16 cache) with the same argmax; pass --tolerance to judge those.
-With --precision float64 both sides keep activations in float64 and must agree to 1e-9."""
+KV rows rounded differently: such a flip alone moves logits by ~1e-4). It prints the
+largest difference and how many steps had float16 flips. On E4B, float32 rounding
+differences grow through the 35 layers (README, "Numerics"); pass --tolerance to judge
+those. With --precision float64 both sides keep activations in float64 and must agree to
+1e-9."""
 
 
 def register(subparsers) -> None:
@@ -298,6 +299,12 @@ def run(args) -> int:
         print(line)
     if checker:
         verdict = "OK" if checker.ok else "FAILED"
+        diffs = [row[1] for row in checker.rows]
+        flips = sum(1 for row in checker.rows if row[3].flips)
+        print(
+            f"max |dlogit| {max(diffs):.2e} over {len(diffs)} steps, above 1e-5 on "
+            f"{sum(d > 1e-5 for d in diffs)}; {flips} steps with float16 KV flips"
+        )
         print(
             f"check against the reference decode: {verdict} (tolerance {args.tolerance:g}, "
             f"{10 * args.tolerance:g} on steps whose float16 KV rows rounded differently)"
