@@ -74,7 +74,9 @@ def check_output_dir(out: Path | str, *, force: bool) -> Path:
     over into the new folder (`carry_other_files`). A subfolder inside `out` cannot be
     carried safely, so it is refused rather than deleted; a symlink as `out` is refused too.
     """
-    out = Path(out)
+    out = Path(os.path.abspath(out))  # "ck/", "." and "a/../ck" name the folder itself
+    if not out.name:
+        raise WeightsError(f"output {out} is a file system root; give a checkpoint folder")
     if out.is_symlink():
         raise WeightsError(
             f"output {out} is a symlink; give the folder it points to, so nothing is written "
