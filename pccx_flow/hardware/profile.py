@@ -83,6 +83,7 @@ def plausible_range(label: str, kind: str) -> tuple[float, float]:
             return lo, hi
     return _NUM_RANGE
 
+
 # Every section of a profile file and the kind of each of its fields. `lanes`, the CVO
 # latency table and the DataMover pages are checked separately (their keys are names).
 SCHEMA: dict[str, dict[str, str]] = {
