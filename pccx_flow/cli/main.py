@@ -41,10 +41,20 @@ def _interrupted(_signum=None, _frame=None) -> None:
 _announced = False
 _CLEANUP_SECONDS = 5.0
 
+
 # First thing when started as the program: a SIGINT while the modules below load gives the
 # same one line. (Imported as a library, nothing is installed until `main` runs.)
+# A SIGINT ignored by whoever started us (nohup, a background job) stays ignored.
+def _install() -> signal.Handlers | None:
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        return None
+    return signal.signal(signal.SIGINT, _interrupted)
+
+
 if os.path.basename(sys.argv[0] if sys.argv else "") in ("pccx-flow", "__main__.py"):
-    signal.signal(signal.SIGINT, _interrupted)
+    _install()
 
 import argparse  # noqa: E402
 import errno  # noqa: E402
@@ -95,9 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; every way out is an exit code (130 after SIGINT), never a traceback."""
-    previous = None
-    if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGINT, _interrupted)
+    previous = _install()
     try:
         return _main(argv)
     except KeyboardInterrupt:
@@ -118,7 +126,6 @@ def _main(argv: list[str] | None) -> int:
     # Warnings (numpy's RuntimeWarning, ...) are held back: after an error line they would
     # only be noise, after a success they are shown at the end.
     with warnings.catch_warnings(record=True) as held:
-        warnings.simplefilter("default")
         try:
             code = int(args.func(args) or 0)
             sys.stdout.flush()

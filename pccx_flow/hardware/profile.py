@@ -353,14 +353,15 @@ def _read_small_text(path: Path) -> str:
     open descriptor (no race with a swap after the check); at most MAX_PROFILE_BYTES are read.
     """
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ProfileError(
-                f"profile {path} is not a regular file (a FIFO, device or folder); "
-                "give a .toml file"
-            )
-        data = f.read(MAX_PROFILE_BYTES + 1)
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        data = os.read(fd, MAX_PROFILE_BYTES + 1) if regular else b""
+    finally:
+        os.close(fd)
+    if not regular:
+        raise ProfileError(
+            f"profile {path} is not a regular file (a FIFO, device or folder); give a .toml file"
+        )
     if len(data) > MAX_PROFILE_BYTES:
         raise ProfileError(
             f"profile {path} is larger than {MAX_PROFILE_BYTES // 1024} KiB; a profile is a "

@@ -359,7 +359,8 @@ def _run_unchecked(
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - sys.exit(), GeneratorExit, ... in a policy
-        raise PolicyError(f"policy {label} raised {type(exc).__name__}: {_one_line(exc)}") from exc
+        what = f"{type(exc).__name__}: {_one_line(exc)}" if str(exc) else type(exc).__name__
+        raise PolicyError(f"policy {label} raised {what}") from exc
     if result is None:
         missing = timeline.unplaced()
         if missing:
