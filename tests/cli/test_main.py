@@ -50,7 +50,18 @@ def test_full_stdout_or_output_file_is_one_line():
         out = _run("graph", "kernels", stdout=full)
     assert out.returncode == 2
     assert out.stderr == "pccx-flow: error: cannot write the output: No space left on device\n"
-    out = _run("graph", "export", "--preset", "tiny", "--layers", "0:1", "-o", "/dev/full", "--format", "json")
+    out = _run(
+        "graph",
+        "export",
+        "--preset",
+        "tiny",
+        "--layers",
+        "0:1",
+        "-o",
+        "/dev/full",
+        "--format",
+        "json",
+    )
     assert out.returncode == 2
     assert out.stderr == "pccx-flow: error: cannot write /dev/full: No space left on device\n"
 
