@@ -137,6 +137,8 @@ def _check_options(args) -> None:
     if args.tolerance is None:
         float64 = args.precision == "float64"
         args.tolerance = FLOAT64_LOGIT_TOLERANCE if float64 else LOGIT_TOLERANCE
+    if args.weights is not None and not args.weights.strip():
+        raise InputError("--weights is empty; give a checkpoint folder, e.g. --weights ckpt/tiny")
     if args.profile is not None and args.policy is None:
         raise InputError("--profile only matters with --policy; add --policy NAME or drop it")
     if args.scheduler and args.dashboard:
