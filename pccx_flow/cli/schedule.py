@@ -11,8 +11,11 @@ from tqdm import tqdm
 
 from pccx_flow.cli.common import (
     DEFAULT_POSITION,
+    add_policy_timeout_arg,
     add_step_args,
+    check_distinct_outputs,
     check_output_path,
+    seed,
     step_from_args,
     writing,
 )
@@ -57,7 +60,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="hardware profile name or TOML file (default: %(default)s)",
     )
     add_step_args(p)
-    p.add_argument("--seed", type=int, default=0, help="seed for the random policy")
+    p.add_argument("--seed", type=seed, default=0, help="seed for the random policy")
+    add_policy_timeout_arg(p)
     p.add_argument("--json", type=Path, metavar="OUT", help="write schedule + metrics as JSON")
     p.add_argument("--trace", type=Path, metavar="OUT.json", help="write Chrome trace JSON")
     p.add_argument("--gantt", type=Path, metavar="OUT.svg|png|html", help="draw a Gantt chart")
@@ -69,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pccx_flow.schedule.registry import DEFAULT_POLICY, list_policies, make_policy
+    from pccx_flow.schedule.registry import DEFAULT_POLICY, list_policies, prepare_policy
     from pccx_flow.schedule.report import format_policy_list
 
     if args.list:
@@ -86,17 +90,24 @@ def run(args: argparse.Namespace) -> int:
     step = step_from_args(args)
     config, layers = step.config, step.layers
     args.position = step.position
-    policy = make_policy(args.policy, seed=args.seed)  # fail fast, before the graph
-    profile = load_profile(args.profile)
-    outputs = (
+    outputs = {
+        "--json": args.json,
+        "--trace": args.trace,
+        "--gantt": args.gantt,
+        "--pccx": args.pccx,
+    }
+    check_distinct_outputs(outputs)
+    for out, suffixes in (
         (args.json, None),
         (args.trace, None),
         (args.gantt, GANTT_FORMATS),
         (args.pccx, None),
-    )
-    for out, suffixes in outputs:
+    ):
         if out is not None:
             check_output_path(out, suffixes)
+    profile = load_profile(args.profile)
+    # fail fast, before the graph (a plugin is loaded in a child process)
+    policy = prepare_policy(args.policy, seed=args.seed, timeout=args.policy_timeout)
 
     t0 = time.perf_counter()
     graph = step.build(profile)
