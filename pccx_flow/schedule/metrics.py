@@ -430,6 +430,29 @@ def utilisation(schedule: Schedule) -> dict[str, float]:
     return {lane: (b / span if span else 0.0) for lane, b in busy.items()}
 
 
+def memory_metrics(schedule: Schedule, problem: SchedulingProblem) -> dict[str, Any]:
+    """Per capacity (``l2``, ``l2_reach``): size, peak and time-mean bytes; memory waits.
+
+    Keys are ``<capacity>_bytes``, ``<capacity>_peak_bytes``, ``<capacity>_mean_bytes``
+    (over the makespan), plus ``memory_wait_cycles`` (sum over nodes of the cycles a node
+    waited for room after its inputs were ready, as the timeline recorded) and
+    ``memory_wait_nodes``. Empty when the problem models no capacity.
+    """
+    from pccx_flow.schedule.memory import occupancy, occupancy_stats
+
+    if not problem.capacities:
+        return {}
+    out: dict[str, Any] = {}
+    for cap, size in problem.capacities.items():
+        stats = occupancy_stats(occupancy(schedule, problem, cap), schedule.makespan)
+        out[f"{cap}_bytes"] = size
+        out[f"{cap}_peak_bytes"] = stats["peak_bytes"]
+        out[f"{cap}_mean_bytes"] = stats["mean_bytes"]
+    out["memory_wait_cycles"] = sum(schedule.memory_wait.values())
+    out["memory_wait_nodes"] = len(schedule.memory_wait)
+    return out
+
+
 def schedule_metrics(schedule: Schedule, problem: SchedulingProblem, profile: Any = None) -> dict:
     """Every metric of the module docstring as plain, JSON-compatible data."""
     span = schedule.makespan
@@ -464,6 +487,7 @@ def schedule_metrics(schedule: Schedule, problem: SchedulingProblem, profile: An
         "utilisation": utilisation(schedule),
         "pool_occupancy": pool_occupancy(schedule, problem),
     }
+    out.update(memory_metrics(schedule, problem))
     core_hz = getattr(profile, "core_hz", None)
     if core_hz:
         out["estimate"] = estimate_label(profile)
