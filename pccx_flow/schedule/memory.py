@@ -12,6 +12,9 @@ Two jobs, both on plain data:
   On a profile whose SFU (CVO) addresses only the first ``l2_reach_bytes`` of L2, every
   tensor a CVO node reads or writes must also sit in that window: such tensors demand the
   ``l2_reach`` capacity as well.
+- `kv_prefetch_edges` says when each KV tile read may be issued: just ahead of use, at most
+  two tiles of K (or of V) of a layer in flight, so no policy can hoist a layer's whole
+  cache into L2 and then find no room for the work that frees it.
 - `occupancy` / `l2_occupancy` turn a finished schedule into the step function of bytes
   allocated over time, for metrics and the Gantt chart's L2 row.
 
@@ -78,6 +81,50 @@ def decode_demands(graph: nx.DiGraph, capacities: dict[str, int]) -> dict[Node, 
             row[L2_REACH] = nbytes
         out[n] = row
     return out
+
+
+def kv_prefetch_edges(graph: nx.DiGraph) -> list[tuple[Node, Node]]:
+    """Order-only edges that issue each layer's KV tile reads just ahead of their use.
+
+    A ``kv_read`` has no inputs, so a list scheduler may place it at any time, and priority
+    policies place long DMA reads early: the whole context of every layer would be
+    resident at once. With these edges (per layer):
+
+    - K tile t >= 2 waits for every reader of K tile t-2; K tiles 0 and 1 wait for the
+      layer's attention input (the producers of the first Q projection's input);
+    - V tile 0 waits for every reader of the last K tile (the scores are done, the softmax
+      runs while V streams in); V tile t >= 1 waits for every reader of V tile t-1 (single
+      buffering: the softmax of every head stays resident until ·V, so room is short).
+
+    So, whatever the policy, a layer holds at most two K tiles, then one V tile.
+    The edges carry no tensor: they go into the scheduling problem
+    (`problem_from_graph(memory=True)`), not into the decode graph, and their sources
+    count as readers for freeing memory, which only holds a few small vectors (scores,
+    partial ·V, the normed input) a little longer.
+    """
+    reads: dict[tuple[int, str], list[Node]] = {}
+    for n, a in graph.nodes(data=True):
+        if a.get("kernel") == "kv_read":
+            reads.setdefault((int(a["layer"]), a["params"]["kind"]), []).append(n)
+    edges: list[tuple[Node, Node]] = []
+    for (layer, kind), nodes in sorted(reads.items()):
+        nodes.sort(key=lambda n: graph.nodes[n]["params"]["positions"][0])
+        if kind == "k":
+            q0 = f"L{layer:02d}.attn.q_proj.h0"  # node ids are stable (graph.nodes)
+            start_nodes = sorted(graph.predecessors(q0), key=str) if q0 in graph else []
+        else:
+            last_k = max(
+                reads.get((layer, "k"), []),
+                key=lambda n: graph.nodes[n]["params"]["positions"][0],
+                default=None,
+            )
+            start_nodes = sorted(graph.successors(last_k), key=str) if last_k else []
+        depth = 2 if kind == "k" else 1
+        for t, n in enumerate(nodes):
+            prev = nodes[t - depth] if t >= depth else None
+            after = sorted(graph.successors(prev), key=str) if prev else start_nodes
+            edges.extend((u, n) for u in after if u != n)
+    return edges
 
 
 def occupancy(schedule: Any, problem: Any, capacity: str) -> list[tuple[int, int]]:

@@ -302,7 +302,8 @@ def problem_from_graph(
     instance of each pool `node_resources` names. Communication is free: every lane reads and
     writes the shared L2, so a value produced on one lane is visible to all. With
     ``memory=True`` the problem also carries the profile's L2 (and SFU reach) as capacities
-    and each node's resident bytes as demands (`pccx_flow.schedule.memory`).
+    and each node's resident bytes as demands, and its DAG (a copy of `graph`) gains the
+    order-only edges that issue KV tile reads just ahead of use (`pccx_flow.schedule.memory`).
     """
     from pccx_flow.hardware.cost import node_cycles, node_resources
 
@@ -329,13 +330,16 @@ def problem_from_graph(
         costs[n] = {name: cycles for name in names}
         resources[n] = tuple(node_resources(view, profile))
     capacities = demands = None
+    dag = graph
     if memory:
-        from pccx_flow.schedule.memory import decode_capacities, decode_demands
+        from pccx_flow.schedule.memory import decode_capacities, decode_demands, kv_prefetch_edges
 
         capacities = decode_capacities(profile)
         demands = decode_demands(graph, capacities)
+        dag = graph.copy()
+        dag.add_edges_from(kv_prefetch_edges(graph), order_only=True, bytes=0)
     return SchedulingProblem(
-        graph,
+        dag,
         lanes,
         costs,
         resources=resources,

@@ -242,3 +242,34 @@ def test_tiny_decode_step_fits_l2_on_as_built(tiny_step, policy):
     m = memory_metrics(s, problem)
     assert 0 < m["l2_peak_bytes"] <= profile.memory.l2_bytes
     assert 0 < m["l2_reach_peak_bytes"] <= profile.sfu.l2_reach_bytes
+
+
+def test_kv_reads_are_issued_just_ahead_of_use():
+    profile = load_profile("v002-spec")
+    graph = build_decode_graph("tiny", position=40, tile_rows=16, profile=profile)
+    problem = problem_from_graph(graph, profile, memory=True)
+    assert problem.source is graph and not any(
+        "order_only" in d for *_, d in graph.edges(data=True)
+    )
+    reads = sorted(
+        (n for n, a in graph.nodes(data=True) if a["kernel"] == "kv_read" and a["layer"] == 4),
+        key=lambda n: (graph.nodes[n]["params"]["kind"], graph.nodes[n]["params"]["start"]),
+    )
+    k = [n for n in reads if graph.nodes[n]["params"]["kind"] == "k"]
+    v = [n for n in reads if graph.nodes[n]["params"]["kind"] == "v"]
+    assert len(k) == len(v) == 3  # 40 past rows of a global layer in 16-key tiles
+    assert [graph.nodes[n]["params"]["positions"] for n in k] == [[0, 16], [16, 32], [32, 40]]
+    pred = {n: set(problem.preds[n]) for n in reads}
+    assert pred[k[0]] == pred[k[1]] == set(graph.predecessors("L04.attn.q_proj.h0"))
+    assert pred[k[2]] == set(graph.successors(k[0]))  # two K tiles in flight
+    assert pred[v[0]] == set(graph.successors(k[2]))  # V after the last scores
+    assert pred[v[1]] == set(graph.successors(v[0]))  # then one V tile at a time
+    assert all(graph.nodes[s]["kernel"] == "attn_pv" for s in graph.successors(v[0]))
+
+
+def test_decode_problem_with_memory_on_a_tiled_context_validates():
+    profile = load_profile("v002-as-built")
+    graph = build_decode_graph("tiny", position=40, tile_rows=16, profile=profile)
+    problem = problem_from_graph(graph, profile, memory=True)
+    s = run_on_problem(make_policy("critical-path"), problem, label="cp", profile=profile.name)
+    assert memory_metrics(s, problem)["l2_peak_bytes"] > 0

@@ -1,0 +1,102 @@
+"""Every built-in policy on the E4B step with L2 as a constraint, over the context length.
+
+For each (profile, position, policy): schedule the step with `problem_from_graph(...,
+memory=True)` (L2 and, on v002-as-built, the SFU's 256 KiB reach as capacities; KV reads
+per key tile, issued just ahead of use), validate it (the validator recomputes occupancy),
+and record whether it fits, the L2 peak and mean, the cycles nodes waited for memory, the
+makespan and its change against the same policy without the memory constraint. A policy
+whose order cannot fit is recorded with the one-line error it raised. Makespans are model
+estimates on the named profile, never measured on a board.
+
+    python benchmarks/bench_memory.py                         # 0, 1023, 4095, 8191
+    python benchmarks/bench_memory.py --positions 1023 --profiles v002-spec
+
+Writes benchmarks/results/memory.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from pccx_flow.errors import PccxFlowError  # noqa: E402
+from pccx_flow.graph.build import build_decode_graph  # noqa: E402
+from pccx_flow.hardware.profile import load_profile  # noqa: E402
+from pccx_flow.schedule.metrics import memory_metrics  # noqa: E402
+from pccx_flow.schedule.problem import problem_from_graph  # noqa: E402
+from pccx_flow.schedule.registry import BUILTIN_POLICIES, make_policy, run_on_problem  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+
+
+def bench(profile_name: str, position: int) -> list[dict]:
+    profile = load_profile(profile_name)
+    graph = build_decode_graph("e4b", position=position, profile=profile)
+    free = problem_from_graph(graph, profile)
+    bound = problem_from_graph(graph, profile, memory=True)
+    rows = []
+    for name in BUILTIN_POLICIES:
+        row: dict = {"profile": profile.name, "position": position, "policy": name}
+        row["nodes"] = graph.number_of_nodes()
+        base = run_on_problem(make_policy(name, seed=0), free, label=name, profile=profile.name)
+        row["makespan_cycles_without_memory"] = base.makespan
+        t = time.perf_counter()
+        try:
+            s = run_on_problem(make_policy(name, seed=0), bound, label=name, profile=profile.name)
+        except PccxFlowError as exc:
+            row.update(fits=False, error=str(exc), seconds=time.perf_counter() - t)
+        else:
+            row.update(fits=True, seconds=time.perf_counter() - t, makespan_cycles=s.makespan)
+            row["change_vs_without_memory"] = s.makespan / base.makespan - 1.0
+            row["tokens_per_second_estimate"] = profile.core_hz / s.makespan
+            row.update(memory_metrics(s, bound))
+        print(
+            f"  {profile.name} p={position} {name}: "
+            + (f"fits, {row['seconds']:.2f} s" if row["fits"] else "DOES NOT FIT"),
+            file=sys.stderr,
+        )
+        rows.append(row)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--positions", type=int, nargs="+", default=[0, 1023, 4095, 8191])
+    parser.add_argument("--profiles", nargs="+", default=["v002-spec", "v002-as-built"])
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "memory.json")
+    args = parser.parse_args(argv)
+    rows = [r for p in args.profiles for pos in args.positions for r in bench(p, pos)]
+    print(f"{'profile':<14}{'pos':>5} {'policy':<14}{'fits':>5}{'L2 peak KiB':>12}"
+          f"{'wait Mcyc':>10}{'vs free':>8}")  # fmt: skip
+    for r in rows:
+        if r["fits"]:
+            print(
+                f"{r['profile']:<14}{r['position']:>5} {r['policy']:<14}{'yes':>5}"
+                f"{r['l2_peak_bytes'] / 1024:>12,.0f}{r['memory_wait_cycles'] / 1e6:>10,.1f}"
+                f"{100 * r['change_vs_without_memory']:>+7.1f}%"
+            )
+        else:
+            print(f"{r['profile']:<14}{r['position']:>5} {r['policy']:<14}{'NO':>5}  {r['error']}")
+    payload = {
+        "benchmark": "memory",
+        "note": "makespans and tok/s are model estimates on the named profile, never "
+        "measured on a board; 'fits' means the schedule passed the validator, which "
+        "recomputes L2 (and SFU reach) occupancy from the schedule",
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "rows": rows,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(payload, indent=1) + "\n")
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
