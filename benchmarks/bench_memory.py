@@ -69,7 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profiles", nargs="+", default=["v002-spec", "v002-as-built"])
     parser.add_argument("--out", type=Path, default=HERE / "results" / "memory.json")
     args = parser.parse_args(argv)
-    rows = [r for p in args.profiles for pos in args.positions for r in bench(p, pos)]
+    rows: list[dict] = []
+    for p in args.profiles:
+        for pos in args.positions:
+            rows += bench(p, pos)
+            write(args.out, rows)  # after each position, so a long run keeps what it has
     print(f"{'profile':<14}{'pos':>5} {'policy':<14}{'fits':>5}{'L2 peak KiB':>12}"
           f"{'wait Mcyc':>10}{'tok/s':>7}")  # fmt: skip
     for r in rows:
@@ -81,6 +85,12 @@ def main(argv: list[str] | None = None) -> int:
             )
         else:
             print(f"{r['profile']:<14}{r['position']:>5} {r['policy']:<14}{'NO':>5}  {r['error']}")
+    write(args.out, rows)
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+def write(out: Path, rows: list[dict]) -> None:
     payload = {
         "benchmark": "memory",
         "note": "makespans and tok/s are model estimates on the named profile, never "
@@ -89,10 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "rows": rows,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(payload, indent=1) + "\n")
-    print(f"wrote {args.out}", file=sys.stderr)
-    return 0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(payload, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,14 @@ policy obeys the same rules (and the validator checks them independently):
   Closing an allocation only frees space, so every placement stays valid. When even the
   far future has no room (open allocations fill the capacity, only nodes not yet placed
   could free them), the policy's order deadlocks on memory and `place` raises
-  `ScheduleError` instead of waiting for ever.
+  `ScheduleError` instead of waiting for ever. What is guaranteed: if the nodes, run one
+  at a time in the order they are placed, fit the capacity, no placement deadlocks. (When
+  node k is placed, the open allocations are those of placed nodes with a successor not
+  yet placed - all resident in that one-at-a-time run at node k's turn, beside k's own
+  bytes - and closed ones end at finite times, so after the last of them k fits.) A
+  capacity of at least the largest single node's need (its demand plus its inputs') is
+  not enough for *every* order: three sources placed before any of their readers hold
+  three outputs at once.
 
 The earliest start is the fixed point of "lane free, then every pool free" pushed forward
 together; each step jumps to an interval end, so it ends after a few steps. Busy intervals
