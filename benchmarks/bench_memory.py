@@ -37,7 +37,7 @@ from pccx_flow.schedule.registry import BUILTIN_POLICIES, make_policy, run_on_pr
 HERE = Path(__file__).resolve().parent
 
 
-def bench(profile_name: str, position: int) -> list[dict]:
+def bench(profile_name: str, position: int, done=lambda rows: None) -> list[dict]:
     profile = load_profile(profile_name)
     graph = build_decode_graph("e4b", position=position, profile=profile)
     bound = problem_from_graph(graph, profile, memory=True)
@@ -60,6 +60,7 @@ def bench(profile_name: str, position: int) -> list[dict]:
             file=sys.stderr,
         )
         rows.append(row)
+        done(rows)
     return rows
 
 
@@ -72,8 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     for p in args.profiles:
         for pos in args.positions:
-            rows += bench(p, pos)
-            write(args.out, rows)  # after each position, so a long run keeps what it has
+            # written after each policy, so a long run keeps what it has done
+            rows += bench(p, pos, lambda new, rows=rows: write(args.out, rows + new))
     print(f"{'profile':<14}{'pos':>5} {'policy':<14}{'fits':>5}{'L2 peak KiB':>12}"
           f"{'wait Mcyc':>10}{'tok/s':>7}")  # fmt: skip
     for r in rows:
