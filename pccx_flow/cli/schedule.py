@@ -28,6 +28,7 @@ EPILOG = f"""examples:
   pccx-flow schedule --layers 0:5 --json step.json --trace step.trace.json
   pccx-flow schedule --gantt step.svg                 # Gantt chart (svg, png or html)
   pccx-flow schedule --pccx step.pccx                 # pccx-lab trace of the schedule
+  pccx-flow schedule --memory --position 8191         # L2 capacity as a constraint
   pccx-flow schedule --policy mypkg.sched:MyPolicy    # a policy class on sys.path
 
 The default position is {DEFAULT_POSITION} (a 1,024-token context), or the preset's last
@@ -67,6 +68,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--gantt", type=Path, metavar="OUT.svg|png|html", help="draw a Gantt chart")
     p.add_argument(
         "--pccx", type=Path, metavar="OUT.pccx", help="write a pccx-lab .pccx trace (flatbuf)"
+    )
+    p.add_argument(
+        "--memory",
+        action="store_true",
+        help="keep resident tensors within the profile's L2 (and SFU reach); the summary "
+        "and --gantt then show L2 occupancy",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
@@ -111,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     graph = step.build(profile)
-    problem = problem_from_graph(graph, profile)
+    problem = problem_from_graph(graph, profile, memory=args.memory)
     t1 = time.perf_counter()
     show = sys.stderr.isatty() and not args.no_progress
     with tqdm(
@@ -159,6 +166,13 @@ def run(args: argparse.Namespace) -> int:
         from pccx_flow.render.gantt import write_gantt
 
         with writing(args.gantt):
-            write_gantt(schedule, graph, args.gantt, metrics=metrics, profile=profile)
+            memory = None
+            if problem.capacities:
+                from pccx_flow.schedule.memory import l2_occupancy
+
+                memory = (l2_occupancy(schedule, problem), problem.capacities["l2"])
+            write_gantt(
+                schedule, graph, args.gantt, metrics=metrics, profile=profile, memory=memory
+            )
         print(f"wrote {args.gantt}", file=sys.stderr)
     return 0
