@@ -110,8 +110,11 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
 def test_bad_preset_and_tile_rows(capsys):
     assert main(["schedule", "--preset", "e5b"]) == 2
     assert "unknown preset 'e5b'" in capsys.readouterr().err
-    assert main([*TINY, "--tile-rows", "0"]) == 2
-    assert "--tile-rows 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main([*TINY, "--tile-rows", "0"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert "--tile-rows" in err and "0 is out of range" in err
 
 
 def test_help_shows_examples(capsys):
