@@ -116,7 +116,8 @@ class LaneRecorder(SchedulerPlugin):
         text = kwargs.get("exception_text") or str(kwargs.get("exception") or "error")
         line = next((ln for ln in str(text).splitlines() if ln.strip()), "error")
         if len(self.errors) < MAX_ERRORS:
-            self.errors.append({"node": row["node"] or str(key), "lane": row["lane"], "error": line})
+            node = row["node"] or str(key)
+            self.errors.append({"node": node, "lane": row["lane"], "error": line})
 
     # --- what the client sends and the page reads -------------------------------------------
 

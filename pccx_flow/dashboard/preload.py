@@ -2,14 +2,15 @@
 
     dask scheduler --host 127.0.0.1 --dashboard-address 127.0.0.1:8787 \\
         --preload pccx_flow.dashboard.preload
-    # then open http://127.0.0.1:8787/pccx/lanes
+    # then open http://127.0.0.1:8787/pccx-lanes
 
 Importing this module adds the page to `distributed.dashboard.scheduler.applications`, which
 the scheduler reads when it starts its dashboard (after its preloads are imported, before
-they run). That dict is private to distributed (a custom Bokeh page has no public API,
-dask/distributed#3503): the page is tested against the pinned distributed version
-(tests/dashboard). `dask_setup` then installs the `LaneRecorder` and the JSON counters at
-``/pccx/lanes.json``.
+they run). The route has one path segment: the served page loads Bokeh from
+``static/js/...`` relative to its own address. That dict is private to distributed (a
+custom Bokeh page has no public API, dask/distributed#3503): the page is tested against
+the pinned distributed version (tests/dashboard). `dask_setup` then installs the
+`LaneRecorder` and the JSON counters at ``/pccx-lanes.json``.
 """
 
 from __future__ import annotations

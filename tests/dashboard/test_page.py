@@ -1,4 +1,4 @@
-"""The /pccx/lanes page served by a scheduler with the preload, fetched over HTTP."""
+"""The /pccx-lanes page served by a scheduler with the preload, fetched over HTTP."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pccx_flow.dashboard import ROUTE
 from pccx_flow.dashboard.client import PlanAnnouncer, fetch, page_available, page_url
 from pccx_flow.execute.generate import generate
 
-from .conftest import named, pull_document
 from .conftest import fetch as http_get
+from .conftest import named, pull_document
 
 
 @pytest.fixture(scope="module")
