@@ -20,7 +20,7 @@ so and names the profile.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import networkx as nx
@@ -66,19 +66,29 @@ class GanttData:
 
 
 def gantt_payload(data: GanttData) -> dict:
-    """`data` as plain JSON/msgpack-able values (what the dashboard is sent per step)."""
-    return asdict(data)
+    """`data` as plain JSON/msgpack-able values (what the dashboard is sent per step).
+
+    Shallow on purpose: the bars are already plain dicts, and `dataclasses.asdict` deep-
+    copies every one (1.5 s for a `tiny` step's 2,400 bars)."""
+    out = {f.name: getattr(data, f.name) for f in fields(data)}
+    out["layers"] = [list(x) for x in data.layers]
+    out["occupancy"] = [
+        {"name": r.name, "points": [list(p) for p in r.points], "capacity": r.capacity,
+         "unit": r.unit}
+        for r in data.occupancy
+    ]  # fmt: skip
+    return out
 
 
 def gantt_from_payload(payload: dict) -> GanttData:
     """The inverse of `gantt_payload`."""
-    fields = dict(payload)
-    fields["layers"] = [tuple(x) for x in fields.get("layers", ())]
-    fields["occupancy"] = [
+    values = dict(payload)
+    values["layers"] = [tuple(x) for x in values.get("layers", ())]
+    values["occupancy"] = [
         OccupancyRow(r["name"], [tuple(p) for p in r["points"]], r["capacity"], r.get("unit", ""))
-        for r in fields.get("occupancy", ())
+        for r in values.get("occupancy", ())
     ]
-    return GanttData(**fields)
+    return GanttData(**values)
 
 
 def write_gantt(

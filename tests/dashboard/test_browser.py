@@ -25,8 +25,7 @@ DRIVER = shutil.which("chromedriver")
 selenium = pytest.importorskip("selenium", reason="selenium is not installed (pip: selenium)")
 pytestmark = pytest.mark.skipif(
     not (CHROMIUM and DRIVER),
-    reason="needs Debian's chromium and chromium-driver (apt-get install chromium "
-    "chromium-driver)",
+    reason="needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)",
 )
 FLAGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
