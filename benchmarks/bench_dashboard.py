@@ -4,10 +4,13 @@ cluster that ``pccx-flow run --dashboard`` starts, with and without the page.
 Modes, interleaved run by run (median of ``--runs``), each on a fresh cluster as the CLI does:
 
 - ``dashboard``: the Dask dashboard only (no preload, no plan announcements);
+- ``dashboard + browser``: the same with headless Chromium showing Dask's ``/status`` page
+  (what watching a run cost before the lanes page);
 - ``lanes page``: the scheduler preload (`LaneRecorder` on every task transition) and the
   client announcing each step's plan (Gantt data of the step's schedule);
 - ``lanes page + browser``: the same with headless Chromium showing the page during the run
-  (its document polls the recorder every 0.5 s); skipped without chromium/chromedriver.
+  (its document polls the recorder every 0.5 s). The browser modes are skipped without
+  chromium/chromedriver; the browser shares this machine's cores with the run.
 
 The step runs fused (``--fuse``, the recommended way to watch a run) with the
 ``critical-path`` policy. Wall time of the whole `generate` call on this CPU (not an NPU
@@ -68,16 +71,19 @@ def _browser(url: str, profile: Path):
 
 
 def one_run(ckpt, mode: str, steps: int) -> float:
+    from pccx_flow.dashboard import ROUTE
     from pccx_flow.dashboard.client import PlanAnnouncer, page_url
     from pccx_flow.execute.generate import generate
 
-    page = mode != "dashboard"
+    page = mode.startswith("lanes page")
     cluster, client = _cluster(page)
     driver = None
     try:
         with tempfile.TemporaryDirectory(prefix="pccx-chromium-") as profile:
             if mode == "lanes page + browser":
                 driver = _browser(page_url(client), Path(profile))
+            elif mode == "dashboard + browser":
+                driver = _browser(page_url(client).replace(ROUTE, "/status"), Path(profile))
             announce = PlanAnnouncer(client) if page else None
             t0 = time.perf_counter()
             generate(ckpt, [2], steps, policy=POLICY, client=client, fuse=True, on_plan=announce)
@@ -103,14 +109,14 @@ def main(argv: list[str]) -> int:
     from pccx_flow.weights.checkpoint import open_checkpoint
     from pccx_flow.weights.synth import write_synthetic_checkpoint
 
-    modes = ["dashboard", "lanes page"]
+    modes = ["dashboard", "dashboard + browser", "lanes page", "lanes page + browser"]
     browser = bool(shutil.which("chromium") and shutil.which("chromedriver"))
     try:
         import selenium  # noqa: F401
     except ImportError:
         browser = False
-    if browser:
-        modes.append("lanes page + browser")
+    if not browser:
+        modes = [m for m in modes if "browser" not in m]
     times: dict[str, list[float]] = {m: [] for m in modes}
     with tempfile.TemporaryDirectory(prefix="pccx-tiny-") as tmp:
         write_synthetic_checkpoint(get_config("tiny"), 0, Path(tmp), progress=False)
@@ -121,6 +127,7 @@ def main(argv: list[str]) -> int:
                 times[mode].append(one_run(ckpt, mode, args.steps))
                 print(f"run {i + 1} {mode}: {times[mode][-1]:.2f} s", flush=True)
     base = statistics.median(times["dashboard"])
+    base_browser = statistics.median(times.get("dashboard + browser") or [base])
     result = {
         "preset": "tiny",
         "steps": args.steps,
@@ -133,6 +140,9 @@ def main(argv: list[str]) -> int:
                 "seconds": t,
                 "median_s": statistics.median(t),
                 "overhead": statistics.median(t) / base - 1.0,
+                "overhead_vs_same_viewer": statistics.median(t)
+                / (base_browser if "browser" in m else base)
+                - 1.0,
             }
             for m, t in times.items()
         },
@@ -141,7 +151,10 @@ def main(argv: list[str]) -> int:
     }
     out = write_result("dashboard", result)
     for m, r in result["modes"].items():
-        print(f"{m}: median {r['median_s']:.2f} s ({r['overhead']:+.1%})")
+        print(
+            f"{m}: median {r['median_s']:.2f} s ({r['overhead']:+.1%}; "
+            f"{r['overhead_vs_same_viewer']:+.1%} vs the dashboard with the same viewer)"
+        )
     print(f"wrote {out}")
     return 0
 
