@@ -9,13 +9,22 @@ export OPENBLAS_NUM_THREADS ?= 1
 export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 
-.PHONY: run test bench lint system-deps clean
+.PHONY: run test bench lint system-deps browser-deps clean
 
 system-deps:
 	@command -v dot >/dev/null 2>&1 || { \
 	  echo "installing Debian's graphviz (dot)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz >/dev/null; }
+
+# The real-browser test of the dashboard's lanes page needs chromium + chromedriver; it
+# skips with the reason where they are missing (no apt, or the install failed).
+browser-deps:
+	@command -v chromedriver >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1 || { \
+	  echo "installing Debian's chromium and chromium-driver (browser test)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium chromium-driver \
+	    >/dev/null || echo "could not install chromium; the browser test will skip"; }
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +42,7 @@ $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 run: system-deps $(VENV)/.run-installed
 	$(BIN)/pccx-flow schedule --policy critical-path
 
-test: system-deps $(VENV)/.test-installed
+test: system-deps browser-deps $(VENV)/.test-installed
 	$(BIN)/ruff check pccx_flow tests benchmarks schedulers dashboards
 	$(BIN)/python -m pytest -q
 

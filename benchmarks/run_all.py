@@ -15,7 +15,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ORDER = ("graph", "schedulers", "render", "weights", "reference", "execute", "float64")
+ORDER = (
+    "graph", "schedulers", "render", "weights", "reference", "execute", "float64", "dashboard",
+)  # fmt: skip
 
 
 def main(argv: list[str]) -> int:

@@ -263,6 +263,26 @@ def memory_section(d: dict) -> str:
     )
 
 
+def dashboard_section(d: dict) -> str:
+    rows = [
+        [
+            m,
+            f"{r['median_s']:.2f} s",
+            f"{r['overhead']:+.1%}",
+            f"{r['overhead_vs_same_viewer']:+.1%}",
+            f"{len(r['seconds'])}",
+        ]
+        for m, r in d["modes"].items()
+    ]
+    return (
+        f"**The pccx lanes page** (`bench_dashboard.py`: `{d['preset']}`, {d['steps']} steps, "
+        f"`{d['policy']}`, fused, in-process cluster as `run --dashboard`; wall time of the "
+        f"generation on this CPU, median; target: page <= "
+        f"{d['target_overhead']:.0%} over the dashboard alone)\n\n"
+        + _table(["mode", "median", "vs dashboard", "vs dashboard, same viewer", "runs"], rows)
+    )
+
+
 SECTIONS = {
     "graph": graph_section,
     "schedulers": schedulers_section,
@@ -272,6 +292,7 @@ SECTIONS = {
     "reference": reference_section,
     "execute": execute_section,
     "float64": float64_section,
+    "dashboard": dashboard_section,
 }
 
 

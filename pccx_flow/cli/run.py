@@ -42,6 +42,7 @@ EPILOG = """examples:
   pccx-flow run --weights pccx-export/ --config cfg.json --steps 4   # no manifest
   pccx-flow run --synthetic tiny --scheduler tcp://127.0.0.1:8786     # an existing cluster
   pccx-flow run --synthetic tiny --dashboard --fuse                     # local cluster + dashboard
+  pccx-flow run --synthetic tiny --policy heft --report run.html        # performance report
   pccx-flow run --synthetic tiny --steps 8 --check --precision float64  # structure, no fp32 noise
 
 Times printed are CPU wall times of executing the graph on this machine, not NPU estimates.
@@ -128,6 +129,13 @@ def register(subparsers) -> None:
         "instead of one task per node (same kernels, same numbers; much less Dask overhead)",
     )
     add_policy_timeout_arg(p)
+    p.add_argument(
+        "--report",
+        metavar="OUT.html",
+        help="write Dask's performance report of the run (offline HTML) and the pccx lanes "
+        "page's data beside it (OUT.lanes.html, linked from the report); runs on an "
+        "in-process cluster unless --scheduler is given",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -163,6 +171,8 @@ def _check_options(args) -> None:
         )
     if args.scheduler and args.dashboard:
         raise InputError("--scheduler and --dashboard exclude each other; choose one")
+    if args.report and Path(args.report).suffix.lower() != ".html":
+        raise InputError(f"--report {args.report!r} must end in .html, e.g. --report run.html")
     if args.scheduler and "://" not in args.scheduler:
         raise InputError(
             f"--scheduler {args.scheduler!r} is not an address; give one like tcp://127.0.0.1:8786"
@@ -200,12 +210,13 @@ def _tty(args) -> bool:
 
 
 @contextlib.contextmanager
-def _dashboard_client(enabled: bool):
-    if not enabled:
-        yield None
-        return
+def _local_cluster(args):
+    """An in-process cluster whose scheduler runs the pccx lanes page (for --dashboard and
+    --report); prints the dashboard's and the page's addresses with --dashboard."""
     import dask
     from distributed import Client, LocalCluster
+
+    from pccx_flow.dashboard.client import page_url
 
     # In-process workers talk over the inproc transport (no socket); the only listening
     # servers are the dashboards, bound to 127.0.0.1 on free ports.
@@ -216,16 +227,75 @@ def _dashboard_client(enabled: bool):
             threads_per_worker=2,
             dashboard_address="127.0.0.1:0",
             worker_dashboard_address="127.0.0.1:0",
+            scheduler_kwargs={"preload": ["pccx_flow.dashboard.preload"]},
         )
         client = Client(cluster, set_as_default=False)
-        print(f"dashboard: {cluster.dashboard_link}", flush=True)
+        if args.dashboard:
+            print(f"dashboard: {cluster.dashboard_link}", flush=True)
+            print(f"pccx lanes page: {page_url(client)}", flush=True)
         try:
             yield client
-            if sys.stdin.isatty():
+            if args.dashboard and sys.stdin.isatty():
                 input("run finished; press Enter to stop the dashboard ")
         finally:
             client.close()
             cluster.close()
+
+
+@contextlib.contextmanager
+def _dashboard_client(args):
+    """The distributed client of the run (None for the threaded scheduler) and the lanes
+    page's plan announcer (None when the scheduler has no page)."""
+    from pccx_flow.dashboard.client import PlanAnnouncer, page_available, page_url
+
+    if args.scheduler:
+        from pccx_flow.execute.executor import connect
+
+        with connect(None, args.scheduler) as client:
+            if page_available(client):
+                print(f"pccx lanes page: {page_url(client)}", flush=True)
+                yield client, PlanAnnouncer(client)
+            else:
+                print(
+                    f"note: the scheduler at {args.scheduler} has no pccx lanes page (start it "
+                    "with --preload pccx_flow.dashboard.preload); running without it",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                yield client, None
+        return
+    if not (args.dashboard or args.report):
+        yield None, None
+        return
+    with _local_cluster(args) as client:
+        yield client, PlanAnnouncer(client)
+
+
+@contextlib.contextmanager
+def _report(args, client):
+    """Dask's performance report of the run (inline resources, offline) with the lanes
+    page's data written beside it and linked from it."""
+    if not args.report:
+        yield
+        return
+    from distributed import performance_report
+
+    from pccx_flow.dashboard.client import fetch
+    from pccx_flow.dashboard.report import add_lanes_page
+
+    path = Path(args.report)
+    with client.as_current(), performance_report(filename=str(path), mode="inline"):
+        yield
+        snapshot = fetch(client) if _has_page(client) else None
+    lanes = add_lanes_page(path, snapshot)
+    also = f" and {lanes} (pccx lanes)" if lanes else ""
+    print(f"wrote {path} (Dask performance report){also}", file=sys.stderr)
+
+
+def _has_page(client) -> bool:
+    from pccx_flow.dashboard.client import page_available
+
+    return page_available(client)
 
 
 class _Checker:
@@ -278,7 +348,11 @@ def run(args) -> int:
         from pccx_flow.schedule.registry import prepare_policy
 
         policy = prepare_policy(policy, timeout=args.policy_timeout)
-    with _checkpoint(args) as ckpt, _dashboard_client(args.dashboard) as client:
+    with (
+        _checkpoint(args) as ckpt,
+        _dashboard_client(args) as (client, announce),
+        _report(args, client),
+    ):
         checker = None
         if args.check:
             checker = _Checker(ckpt, args.semantics, args.tolerance, args.precision)
@@ -294,11 +368,12 @@ def run(args) -> int:
             policy=policy,
             profile=args.profile,
             client=client,
-            scheduler=args.scheduler,
+            scheduler=None if client is not None else args.scheduler,
             progress=_tty(args),
             fuse=args.fuse,
             precision=args.precision,
             on_step=checker,
+            on_plan=announce,
         )
     print(f"prompt ids: {','.join(map(str, prompt))}")
     print(f"generated ids: {','.join(map(str, result.tokens))}")

@@ -163,16 +163,17 @@ def run(args: argparse.Namespace) -> int:
             write_pccx(timeline_from_schedule(schedule, graph, profile.core_hz), args.pccx)
         print(f"wrote {args.pccx} (pccx-lab trace, model estimate)", file=sys.stderr)
     if args.gantt is not None:
-        from pccx_flow.render.gantt import write_gantt
+        from pccx_flow.render.gantt import OccupancyRow, write_gantt
 
         with writing(args.gantt):
-            memory = None
+            rows = []
             if problem.capacities:
                 from pccx_flow.schedule.memory import l2_occupancy
 
-                memory = (l2_occupancy(schedule, problem), problem.capacities["l2"])
+                kib = [(t, b / 1024) for t, b in l2_occupancy(schedule, problem)]
+                rows.append(OccupancyRow("L2", kib, problem.capacities["l2"] / 1024, "KiB"))
             write_gantt(
-                schedule, graph, args.gantt, metrics=metrics, profile=profile, memory=memory
+                schedule, graph, args.gantt, metrics=metrics, profile=profile, occupancy=rows
             )
         print(f"wrote {args.gantt}", file=sys.stderr)
     return 0

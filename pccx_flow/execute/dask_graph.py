@@ -6,7 +6,8 @@ words), and end with the step tag, so keys are unique per decode step: a long-li
 distributed client that saw the same key in an earlier step could otherwise hand back a stale
 result (keys are the identity of a result to the scheduler, not a name of the task).
 
-Every task carries annotations: its ``lane_class``, and with a schedule its ``lane`` and a
+Every task carries annotations: its ``lane_class``, ``node``, ``layer``, ``block``, ``op`` and
+``kernel`` (read by the dashboard's lanes page), and with a schedule its ``lane`` and a
 ``priority`` from the schedule order (the first node scheduled gets the highest priority;
 Dask runs higher priorities first). The distributed scheduler honours priorities itself; the
 local schedulers ignore annotations, so the executor sorts their ready tasks by priority
@@ -59,9 +60,19 @@ def _schedule_lanes(schedule: Any) -> dict[str, str]:
 
 
 def _annotation(graph: nx.DiGraph, node: str, lanes: dict, priority: int | None) -> dict:
-    """The task annotations of `node`: its lane class, and with a schedule (a priority) its
-    scheduled lane and that priority."""
-    ann: dict[str, Any] = {"lane_class": graph.nodes[node].get("lane_class", "host")}
+    """The task annotations of `node`: its lane class, node id, layer, block, op and kernel
+    (what the dashboard's lanes page shows), and with a schedule (a priority) its scheduled
+    lane and that priority."""
+    attrs = graph.nodes[node]
+    layer = attrs.get("layer")
+    ann: dict[str, Any] = {
+        "lane_class": attrs.get("lane_class", "host"),
+        "node": node,
+        "layer": -1 if layer is None else int(layer),
+        "block": attrs.get("block"),
+        "op": attrs.get("op"),
+        "kernel": attrs.get("kernel"),
+    }
     if priority is not None:
         ann["lane"] = lanes.get(node, ann["lane_class"])
         ann["priority"] = priority

@@ -188,14 +188,11 @@ def connect_scheduler(address: str, limit_s: float = 15.0):
 
 
 def _annotations(step: DaskStep) -> dict:
-    """`dask.annotate` arguments: callables of the key (lane_class; lane and priority too
-    when the step was scheduled)."""
+    """`dask.annotate` arguments: one callable of the key per annotation the step's tasks
+    carry (lane_class, node, layer, ...; lane and priority too when it was scheduled)."""
     ann = step.annotations
-    out = {"lane_class": lambda k: ann[k]["lane_class"]}
-    if ann and "priority" in next(iter(ann.values())):
-        out["lane"] = lambda k: ann[k]["lane"]
-        out["priority"] = lambda k: ann[k]["priority"]
-    return out
+    names = next(iter(ann.values())).keys() if ann else ("lane_class",)
+    return {name: (lambda k, name=name: ann[k][name]) for name in names}
 
 
 @contextlib.contextmanager

@@ -127,13 +127,16 @@ def generate(
     precision: str = DEFAULT_PRECISION,
     graph_for_position: Callable[[int], tuple] | None = None,
     on_step: Callable[..., None] | None = None,
+    on_plan: Callable[..., None] | None = None,
 ) -> ExecutedGeneration:
     """Generate `steps` tokens after `prompt_ids` by executing one decode graph per position.
 
     `weights` is an opened checkpoint. With `policy`, each step's tasks carry that policy's
     schedule (lanes and priorities) on `profile`. ``on_step(position, token_id, logits,
     seconds, state)`` is called after every decode step with the token that step read and
-    the decode state after the step's KV rows were committed. ``fuse`` and ``precision``
+    the decode state after the step's KV rows were committed. ``on_plan(position,
+    n_positions, graph, schedule)`` is called before each step runs (the dashboard's lanes
+    page is told what is planned through it). ``fuse`` and ``precision``
     are passed to `execute` (fewer, larger tasks with the same numbers; float64 activations).
     """
     semantics = check_semantics(semantics)
@@ -159,6 +162,8 @@ def generate(
                 graph, schedule = build(position)
                 result.build_seconds.append(time.perf_counter() - t0)
                 token_in = state.token_id
+                if on_plan is not None:
+                    on_plan(position, n_positions, graph, schedule)
                 t0 = time.perf_counter()
                 logits = execute(
                     graph,

@@ -2,7 +2,8 @@
 
 - `dag`: the DAG clustered by layer and block, coloured by lane class, critical path bold;
 - `collapse`: folding tiles, blocks or layers so a picture stays readable;
-- `gantt`: one row per lane, bars coloured by block (SVG, PNG, self-contained HTML);
+- `gantt`: one row per lane, bars coloured by block: the chart's data, and `write_gantt`
+  (Bokeh HTML via `gantt_bokeh`, matplotlib SVG/PNG via `gantt_mpl`);
 - `style`: the shared lane / block / op palette;
 - `dot`: finding Graphviz and running it with a timeout.
 """

@@ -1,4 +1,4 @@
-"""The scheduler preload `dashboards/pccx_lanes.py`: lane counters served as JSON."""
+"""The scheduler preload file `dashboards/pccx_lanes.py`: lane counters served as JSON."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def test_lane_counts_served_on_loopback(tiny_config):
     from distributed import Client, LocalCluster
 
     # The hand-made graph and its kernel table live in the machinery tests.
-    from .test_executor_machinery import expected_logits, handmade_graph
+    from tests.execute.test_executor_machinery import expected_logits, handmade_graph
 
     pccx_lanes = _load_preload()
     cluster = LocalCluster(
@@ -61,9 +61,9 @@ def test_lane_counts_served_on_loopback(tiny_config):
     want: dict[str, int] = {}
     for lane in lanes.values():
         want[lane] = want.get(lane, 0) + 1
-    got = {lane: row["finished"] for lane, row in data["lanes"].items()}
+    got = {lane: row["done"] for lane, row in data["lanes"].items()}
     assert got == want
-    assert all(row["processing"] == 0 and row["erred"] == 0 for row in data["lanes"].values())
+    assert all(row["running"] == 0 and row["erred"] == 0 for row in data["lanes"].values())
 
 
 def _listening_hosts(port: int) -> set[str]:

@@ -1,0 +1,224 @@
+"""The Bokeh side of the lanes page: the live document and the builders it shares.
+
+`measured_figure` draws finished tasks as bars, one row per pccx lane, coloured by block
+(`pccx_flow.render.style`, the Gantt chart's colours), seconds since the first task on the x
+axis, hover with node id, layer, op, kernel and duration. The planned schedule is drawn by
+the Gantt chart's own builder (`pccx_flow.render.gantt_bokeh.schedule_figure`) on its own
+axis (model-estimate cycles) under it. `lanes_doc` is the live document: it polls the
+scheduler's `LaneRecorder` every `POLL_MS` and streams new rows in. `lanes_html` is the same
+picture, fixed, for the run report.
+"""
+
+from __future__ import annotations
+
+import html
+
+from bokeh.layouts import column
+from bokeh.models import ColumnDataSource, Div, FactorRange, HoverTool
+from bokeh.plotting import figure
+
+from pccx_flow.dashboard import ROUTE
+from pccx_flow.render import style
+from pccx_flow.render.gantt import gantt_from_payload
+
+POLL_MS = 500
+ROW_PX = 28
+CLASS_ORDER = ("gemv", "gemm", "sfu", "dma", "ctrl", "host")
+COLUMNS = ("lane", "start", "stop", "colour", "node", "layer", "block", "op", "kernel", "ms")
+
+
+def lane_order(lanes, plan: dict | None = None) -> list[str]:
+    """Lane rows in a stable order: the plan's lanes first, then by lane class and name."""
+    planned = [ln["name"] for ln in ((plan or {}).get("gantt") or {}).get("lanes", [])]
+    rest = sorted(set(lanes) - set(planned), key=_class_rank)
+    return planned + rest
+
+
+def _class_rank(lane: str) -> tuple:
+    cls = lane.rstrip("0123456789")
+    rank = CLASS_ORDER.index(cls) if cls in CLASS_ORDER else len(CLASS_ORDER)
+    return (rank, lane)
+
+
+def row_columns(rows: list[dict], t0: float) -> dict[str, list]:
+    """Task rows as Bokeh columns, times in seconds since `t0`."""
+    cols: dict[str, list] = {c: [] for c in COLUMNS}
+    for r in rows:
+        cols["lane"].append(r["lane"])
+        cols["start"].append(r["start"] - t0)
+        cols["stop"].append(r["stop"] - t0)
+        cols["colour"].append(style.block_colour(r.get("block")))
+        cols["node"].append(r.get("node") or r.get("key"))
+        cols["layer"].append(-1 if r.get("layer") is None else r["layer"])
+        cols["block"].append(r.get("block") or "?")
+        cols["op"].append(r.get("op") or "?")
+        cols["kernel"].append(r.get("kernel") or "?")
+        cols["ms"].append((r["stop"] - r["start"]) * 1e3)
+    return cols
+
+
+def measured_figure(lanes: list[str], width: int = 1300):
+    """An empty measured task stream with one row per lane; returns (figure, source)."""
+    source = ColumnDataSource({c: [] for c in COLUMNS}, name="pccx-measured-tasks")
+    fig = figure(
+        name="pccx-measured",
+        title="measured on this CPU: tasks by pccx lane (wall seconds since the first task)",
+        width=width,
+        height=70 + ROW_PX * max(len(lanes), 1),
+        y_range=FactorRange(*reversed(lanes)),
+        tools="xpan,xwheel_zoom,reset,save",
+        active_scroll="xwheel_zoom",
+        x_axis_label="seconds (CPU wall time, not an NPU estimate)",
+    )
+    fig.ygrid.grid_line_color = None
+    bars = fig.hbar(
+        y="lane", left="start", right="stop", height=0.7, fill_color="colour", line_color=None,
+        source=source,
+    )  # fmt: skip
+    fig.add_tools(
+        HoverTool(
+            renderers=[bars],
+            tooltips=[
+                ("node", "@node"),
+                ("lane", "@lane"),
+                ("layer", "@layer"),
+                ("block", "@block"),
+                ("op / kernel", "@op / @kernel"),
+                ("duration", "@ms{0.000} ms"),
+            ],
+        )
+    )
+    return fig, source
+
+
+def counters_html(snapshot: dict, lanes: list[str]) -> str:
+    """Per-lane counters as an HTML table."""
+    head = "".join(
+        f"<th>{h}</th>" for h in ("lane", "submitted", "running", "done", "erred", "busy s")
+    )
+    body = []
+    for lane in lanes:
+        c = snapshot["lanes"].get(lane)
+        if c is None:
+            continue
+        body.append(
+            f"<tr><td>{html.escape(lane)}</td><td>{c['submitted']:.0f}</td>"
+            f"<td>{c['running']:.0f}</td><td>{c['done']:.0f}</td><td>{c['erred']:.0f}</td>"
+            f"<td>{c['busy_s']:.3f}</td></tr>"
+        )
+    return (
+        '<table class="pccx-counters" style="border-collapse:collapse;font-size:12px" '
+        'cellpadding="3" border="1">'
+        f"<tr>{head}</tr>{''.join(body)}</table>"
+    )
+
+
+def progress_html(progress: dict) -> str:
+    step = progress.get("step")
+    steps = progress.get("steps")
+    step_text = f"step {step} of {steps}" if steps else f"step {step or 0}"
+    return (
+        f"<b>{step_text}</b> &middot; layers done {progress['layers_done']} of "
+        f"{progress['n_layers']} &middot; tasks done {progress['tasks_done']} of "
+        f"{progress['tasks']}"
+    )
+
+
+def errors_html(errors: list[dict]) -> str:
+    if not errors:
+        return "erred tasks: none"
+    items = "".join(
+        f"<li><code>{html.escape(str(e['node']))}</code> ({html.escape(e['lane'])}): "
+        f"{html.escape(e['error'])}</li>"
+        for e in errors[-50:]
+    )
+    return f'<b>erred tasks ({len(errors)})</b><ul class="pccx-errors">{items}</ul>'
+
+
+def planned_view(plan: dict | None, width: int = 1300):
+    """The planned schedule of the announced step, or a line saying why there is none."""
+    from pccx_flow.render.gantt_bokeh import schedule_figure
+
+    if not plan:
+        return Div(text="planned schedule: no step announced yet", name="pccx-planned-none")
+    if not plan.get("gantt"):
+        return Div(
+            text="planned schedule: none (the run has no --policy; rows are lane classes)",
+            name="pccx-planned-none",
+        )
+    data = gantt_from_payload(plan["gantt"])
+    head = Div(
+        text=f"<b>planned: {html.escape(data.title)} (step {plan.get('step')}, "
+        f"position {plan.get('position')})</b>"
+    )
+    return column(head, schedule_figure(data, width=width, title=False))
+
+
+def lanes_doc(scheduler, extra, doc) -> None:
+    """The live page at `ROUTE` (a `distributed.dashboard` application function)."""
+    from pccx_flow.dashboard.lanes import recorder_of
+
+    recorder = recorder_of(scheduler)
+    doc.title = "pccx lanes"
+    if recorder is None:
+        doc.add_root(Div(text="the pccx lane recorder is not installed on this scheduler"))
+        return
+    header = Div(text="", name="pccx-progress")
+    counters = Div(text="", name="pccx-counters")
+    errors = Div(text="", name="pccx-errors")
+    lanes = lane_order(recorder.counts, recorder.plan)
+    fig, source = measured_figure(lanes)
+    planned = column(planned_view(recorder.plan), name="pccx-planned-holder")
+    state = {"cursor": recorder.dropped, "t0": None, "plan": recorder.plan_version}
+    status = extra.get("prefix", "/") + "status"
+    title = Div(
+        text=f'<h3 style="margin:4px 0">pccx lanes</h3><a href="{status}">Dask status page</a>'
+        " &middot; bars: blocks, same colours as the Gantt charts"
+    )
+
+    def update() -> None:
+        snap = recorder.snapshot()
+        header.text = progress_html(snap["progress"])
+        now_lanes = lane_order(recorder.counts, recorder.plan)
+        if now_lanes != lanes:
+            lanes[:] = now_lanes
+            fig.y_range.factors = list(reversed(now_lanes))
+            fig.height = 70 + ROW_PX * max(len(now_lanes), 1)
+        counters.text = counters_html(snap, lanes)
+        errors.text = errors_html(snap["errors"])
+        start = max(state["cursor"] - recorder.dropped, 0)
+        new = recorder.rows[start:]
+        if new:
+            if state["t0"] is None:
+                state["t0"] = new[0]["start"]
+            source.stream(row_columns(new, state["t0"]), rollover=20_000)
+            state["cursor"] = recorder.dropped + len(recorder.rows)
+        if recorder.plan_version != state["plan"]:
+            state["plan"] = recorder.plan_version
+            planned.children = [planned_view(recorder.plan)]
+
+    update()
+    doc.add_root(column(title, header, fig, counters, errors, planned, name="pccx-lanes"))
+    doc.add_periodic_callback(update, POLL_MS)
+
+
+def lanes_html(snapshot: dict) -> str:
+    """The lanes page with the data of `snapshot` (`LaneRecorder.snapshot(rows=True)`), as
+    one standalone HTML page with inline resources."""
+    from bokeh.embed import file_html
+    from bokeh.resources import INLINE
+
+    rows = snapshot.get("rows") or []
+    lanes = lane_order(snapshot["lanes"], snapshot.get("plan"))
+    fig, source = measured_figure(lanes)
+    if rows:
+        source.data = row_columns(rows, min(r["start"] for r in rows))
+    layout = column(
+        Div(text=f'<h3 style="margin:4px 0">pccx lanes of the run ({ROUTE})</h3>'),
+        Div(text=progress_html(snapshot["progress"])),
+        fig,
+        Div(text=counters_html(snapshot, lanes)),
+        Div(text=errors_html(snapshot["errors"])),
+        planned_view(snapshot.get("plan")),
+    )
+    return file_html(layout, INLINE, title="pccx lanes")

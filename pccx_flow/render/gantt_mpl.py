@@ -1,0 +1,142 @@
+"""The static Gantt chart (``.svg`` / ``.png``), drawn by matplotlib from `GanttData`.
+
+The same picture as the Bokeh page (`pccx_flow.render.gantt_bokeh`) minus the interaction:
+one row per lane with its busy share, bars coloured by block, critical bars outlined and
+underlined by a black strip, dashed lines where layers start, cycles below and µs above,
+the model-estimate subtitle, a block legend, and one extra panel per occupancy row. SVG
+keeps text as text (searchable, and testable) and is written without a date, so
+regenerating an unchanged chart gives the same file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: files only
+
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+
+from pccx_flow.graph.nodes import BLOCKS  # noqa: E402
+from pccx_flow.render import style  # noqa: E402
+from pccx_flow.render.gantt import GanttData  # noqa: E402
+from pccx_flow.render.gantt_bokeh import lane_label  # noqa: E402
+
+WIDTH_IN = 15.0
+ROW_IN = 0.32
+DPI = 100
+
+
+def blocks_present(data: GanttData) -> list[str]:
+    """The blocks that have bars, in the step's block order (for the legend)."""
+    present = {b["block"] for b in data.bars}
+    return [b for b in BLOCKS if b in present] + sorted(present - set(BLOCKS))
+
+
+def merge_thin_bars(bars: list[dict], cycles_per_px: float) -> list[dict]:
+    """Touching bars narrower than 1.5 px with the same block and criticality, as one bar.
+
+    They cannot be told apart at the picture's width; merging them keeps a whole E4B step's
+    SVG near a megabyte instead of several.
+    """
+    out: list[dict] = []
+    thin = 1.5 * cycles_per_px
+    for bar in sorted(bars, key=lambda b: (b["start"], b["finish"])):
+        if out:
+            last = out[-1]
+            if (
+                bar["finish"] - bar["start"] < thin
+                and last["finish"] - last["start"] < thin
+                and (last["block"], last["critical"]) == (bar["block"], bar["critical"])
+                and bar["start"] - last["finish"] <= 0.5 * cycles_per_px
+            ):
+                out[-1] = {**last, "finish": max(last["finish"], bar["finish"])}
+                continue
+        out.append(bar)
+    return out
+
+
+def gantt_figure(data: GanttData):
+    """The chart as a matplotlib `Figure`."""
+    rows = len(data.lanes)
+    n_occ = len(data.occupancy)
+    height = 1.9 + ROW_IN * rows + 1.1 * n_occ
+    ratios = [max(rows, 1) * ROW_IN] + [0.9] * n_occ
+    fig, axes = plt.subplots(
+        1 + n_occ, 1, figsize=(WIDTH_IN, height), sharex=True, squeeze=False,
+        gridspec_kw={"height_ratios": ratios}, layout="constrained",
+    )  # fmt: skip
+    ax = axes[0][0]
+    span = max(data.makespan, 1)
+    by_row: dict[int, list[dict]] = {}
+    for bar in data.bars:
+        by_row.setdefault(bar["row"], []).append(bar)
+    min_w = span * 2e-4
+    for row, bars in by_row.items():
+        y = rows - 1 - row  # first lane on top
+        bars = merge_thin_bars(bars, span / (WIDTH_IN * DPI * 0.85))
+        ax.broken_barh(
+            [(b["start"], max(b["finish"] - b["start"], min_w)) for b in bars],
+            (y - 0.36, 0.72),
+            facecolors=[style.block_colour(b["block"]) for b in bars],
+            edgecolors=["#000000" if b["critical"] else "none" for b in bars],
+            linewidths=[0.6 if b["critical"] else 0 for b in bars],
+            gid=f"lane-{data.lanes[row]['name']}",
+        )
+        crit = [b for b in bars if b["critical"]]
+        if crit:
+            ax.broken_barh(
+                [(b["start"], max(b["finish"] - b["start"], min_w)) for b in crit],
+                (y - 0.5, 0.12),
+                facecolors="#000000",
+                gid=f"critical-{data.lanes[row]['name']}",
+            )
+    ax.set_yticks(range(rows), [lane_label(ln) for ln in reversed(data.lanes)], fontsize=9)
+    ax.set_ylim(-0.7, rows - 0.3)
+    ax.set_xlim(0, span)
+    for i in range(rows):
+        if i % 2:
+            ax.axhspan(i - 0.5, i + 0.5, color="#f2f2f2", zorder=0)
+    per_label = span / (WIDTH_IN * DPI) * 22
+    last = -1e18
+    for layer, start in data.layers:
+        ax.axvline(start, color="#777777", linestyle=(0, (4, 3)), linewidth=0.7, zorder=1)
+        if start - last >= per_label:
+            ax.text(start, rows - 0.35, f"L{layer}", fontsize=7, color="#555555", va="bottom")
+            last = start
+    if data.core_hz:
+        hz = data.core_hz
+        top = ax.secondary_xaxis("top", functions=(lambda c: c / hz * 1e6, lambda u: u * 1e-6 * hz))
+        top.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:,.6g}"))
+        top.set_xlabel(f"µs at {hz / 1e6:g} MHz (model estimate)", fontsize=9)
+    ax.ticklabel_format(axis="x", style="plain")
+    ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    for occ_ax, occ in zip((a[0] for a in axes[1:]), data.occupancy, strict=True):
+        xs = [p[0] for p in occ.points]
+        ys = [p[1] for p in occ.points]
+        occ_ax.step(xs, ys, where="post", color="#4e79a7", linewidth=1.2)
+        occ_ax.axhline(occ.capacity, color="#e15759", linestyle="--", linewidth=0.8)
+        occ_ax.set_ylabel(f"{occ.name}\n({occ.unit})" if occ.unit else occ.name, fontsize=8)
+        occ_ax.set_ylim(0, max([occ.capacity, *ys]) * 1.08 or 1)
+    axes[-1][0].set_xlabel("cycles (model estimate)", fontsize=9)
+    handles = [Patch(color=style.block_colour(b), label=style.block_title(b))
+               for b in blocks_present(data)]  # fmt: skip
+    handles.append(Patch(color="#000000", label="critical path"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 8),
+               fontsize=8, frameon=False)  # fmt: skip
+    fig.suptitle(f"{data.title}\n{data.subtitle}", fontsize=10, x=0.01, ha="left")
+    return fig
+
+
+def write_gantt_static(data: GanttData, path: str | Path) -> Path:
+    """Write the chart as ``.svg`` or ``.png`` (chosen by the suffix)."""
+    path = Path(path)
+    fig = gantt_figure(data)
+    try:
+        with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": "pccx-gantt"}):
+            fig.savefig(path, dpi=DPI, metadata={"Date": None} if path.suffix == ".svg" else None)
+    finally:
+        plt.close(fig)
+    return path

@@ -1,0 +1,51 @@
+"""An in-process cluster whose scheduler runs the pccx lanes page, and helpers to read it."""
+
+from __future__ import annotations
+
+import urllib.request
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def lanes_cluster():
+    """(cluster, client) with the lanes preload; every server on 127.0.0.1."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    with dask.config.set({"distributed.dashboard.link": "http://127.0.0.1:{port}/status"}):
+        cluster = LocalCluster(
+            processes=False,
+            n_workers=1,
+            threads_per_worker=2,
+            dashboard_address="127.0.0.1:0",
+            worker_dashboard_address="127.0.0.1:0",
+            scheduler_kwargs={"preload": ["pccx_flow.dashboard.preload"]},
+        )
+    client = Client(cluster, set_as_default=False)
+    yield cluster, client
+    client.close()
+    cluster.close()
+
+
+def fetch(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=60) as resp:
+        return resp.read().decode("utf-8")
+
+
+def pull_document(url: str):
+    """The live Bokeh document behind a served page, pulled over its websocket (what a
+    browser receives after loading the page's HTML)."""
+    from bokeh.client import pull_session
+
+    session = pull_session(url=url)
+    try:
+        return session.document
+    finally:
+        session.close()
+
+
+def named(doc, name: str):
+    model = doc.select_one({"name": name})
+    assert model is not None, f"no Bokeh model named {name!r} in the page"
+    return model

@@ -1,0 +1,124 @@
+"""A real browser loads the lanes page during a run and draws the task stream.
+
+Needs Debian's ``chromium`` and ``chromium-driver`` (``make test`` installs them where apt
+exists) and selenium; skips with the reason otherwise. The screenshot is saved under the
+test's temporary directory, or into ``$PCCX_SCREENSHOT_DIR`` when set (that is how the
+picture in graphs/ is made).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pccx_flow.dashboard.client import PlanAnnouncer, fetch, page_url
+from pccx_flow.execute.generate import generate
+from pccx_flow.render import style
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+selenium = pytest.importorskip("selenium", reason="selenium is not installed (pip: selenium)")
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM and DRIVER),
+    reason="needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)",
+)
+FLAGS = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--window-size=1400,1500",
+)  # fmt: skip
+DRAWN = """
+const doc = window.Bokeh && Bokeh.documents && Bokeh.documents[0];
+if (!doc) return -1;
+const src = doc.get_model_by_name("pccx-measured-tasks");
+return src ? src.data.lane.length : -1;
+"""
+
+
+@pytest.fixture
+def browser(tmp_path):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in FLAGS:
+        options.add_argument(flag)
+    profile = tmp_path / "chromium-profile"
+    profile.mkdir()
+    options.add_argument(f"--user-data-dir={profile}")
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def _rows_with_bars(png: Path) -> int:
+    """Horizontal bands of the picture holding block-coloured pixels: drawn lane rows."""
+    from PIL import Image
+
+    colours = {
+        tuple(int(c[i : i + 2], 16) for i in (1, 3, 5)) for c in style.BLOCK_COLOURS.values()
+    }
+    img = Image.open(png).convert("RGB")
+    w, h = img.size
+    px = img.load()
+    hit = [sum(1 for x in range(0, w, 2) if px[x, y] in colours) >= 3 for y in range(h)]
+    bands, inside = 0, False
+    for flag in hit:
+        if flag and not inside:
+            bands += 1
+        inside = flag
+    return bands
+
+
+def test_browser_draws_lane_rows_during_a_run(lanes_cluster, tiny_ckpt, browser, tmp_path):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    _, client = lanes_cluster
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            generate(tiny_ckpt, [2], 3, policy="critical-path", client=client, fuse=True,
+                     on_plan=PlanAnnouncer(client))  # fmt: skip
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test
+            errors.append(exc)
+
+    before = sum(c["done"] for c in fetch(client)["lanes"].values())
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    deadline = time.monotonic() + 120
+    while sum(c["done"] for c in fetch(client)["lanes"].values()) <= before:
+        assert runner.is_alive() and time.monotonic() < deadline, errors
+        time.sleep(0.1)
+    loaded_during_run = runner.is_alive()
+    browser.get(page_url(client))
+    drawn = WebDriverWait(browser, 60, poll_frequency=0.2).until(
+        lambda d: (d.execute_script(DRAWN) or 0) > 0 and d.execute_script(DRAWN)
+    )
+    runner.join(180)
+    assert not runner.is_alive() and not errors, errors
+    assert loaded_during_run, "the run ended before the page was opened"
+    time.sleep(2 * 0.5)  # two polls of the page: the last rows streamed in and drawn
+    lanes = browser.execute_script(
+        'return Bokeh.documents[0].get_model_by_name("pccx-measured").y_range.factors;'
+    )
+    lanes_with_tasks = set(
+        browser.execute_script(
+            'return Bokeh.documents[0].get_model_by_name("pccx-measured-tasks").data.lane;'
+        )
+    )
+    assert drawn > 0 and lanes_with_tasks <= set(lanes)
+    assert {"gemv0", "sfu0", "dma0", "host0"} <= set(lanes)
+    out_dir = Path(os.environ.get("PCCX_SCREENSHOT_DIR") or tmp_path)
+    shot = out_dir / "dashboard-lanes.png"
+    assert browser.save_screenshot(str(shot))
+    # Drawn, not just served: block-coloured bars on screen in several rows (measured rows
+    # of the longer tasks, and the planned view's rows; sub-pixel bars do not count).
+    assert _rows_with_bars(shot) >= 3

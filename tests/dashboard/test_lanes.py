@@ -1,0 +1,69 @@
+"""The lane recorder: erred tasks, the report's lanes page, a scheduler without the page."""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+import pytest
+
+from pccx_flow.dashboard.client import fetch
+from pccx_flow.errors import ExecutionError
+from pccx_flow.execute.executor import execute_step
+from pccx_flow.execute.state import new_decode_state
+
+
+def test_erred_task_is_listed_with_node_and_one_line(lanes_cluster, tiny_config):
+    from tests.execute.test_executor_machinery import handmade_graph
+
+    _, client = lanes_cluster
+    state = new_decode_state(tiny_config, "pccx")
+    graph = handmade_graph(tiny_config, 0, fail=True)
+    with pytest.raises(ExecutionError):
+        execute_step(graph, None, state, kernels="handmade", client=client)
+    errors = fetch(client)["errors"]
+    mine = [e for e in errors if e["node"] == "pre.host.add"]
+    assert mine, errors
+    assert mine[-1]["lane"] == "host"  # no policy: rows are lane classes
+    assert "deliberate failure" in mine[-1]["error"] and "\n" not in mine[-1]["error"]
+    lane = fetch(client)["lanes"]["host"]
+    assert lane["erred"] >= 1 and lane["running"] == 0
+
+
+def test_report_has_the_lanes_page_beside_it(lanes_cluster, tiny_config, tmp_path, capsys):
+    from pccx_flow.cli.run import _report
+    from tests.execute.test_executor_machinery import handmade_graph
+
+    _, client = lanes_cluster
+    report = tmp_path / "run.html"
+    state = new_decode_state(tiny_config, "pccx")
+    with _report(SimpleNamespace(report=str(report)), client):
+        execute_step(handmade_graph(tiny_config, 0), None, state, kernels="handmade",
+                     client=client)  # fmt: skip
+    text = report.read_text()
+    assert "run.lanes.html" in text and "Bokeh" in text
+    assert not re.search(r"<script[^>]*\bsrc=", text)  # inline: works offline
+    page = (tmp_path / "run.lanes.html").read_text()
+    assert not re.search(r"<script[^>]*\bsrc=", page)
+    assert "pccx-measured-tasks" in page and "pre.host.add" in page
+    assert "wrote" in capsys.readouterr().err
+
+
+def test_scheduler_without_the_page_is_one_line_and_the_run_goes_on(capsys):
+    from distributed import LocalCluster
+
+    from pccx_flow.cli.run import _dashboard_client
+
+    cluster = LocalCluster(
+        processes=False, n_workers=1, threads_per_worker=1, protocol="tcp", host="127.0.0.1",
+        dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0",
+    )  # fmt: skip
+    try:
+        args = SimpleNamespace(scheduler=cluster.scheduler_address, dashboard=False, report=None)
+        with _dashboard_client(args) as (client, announce):
+            assert client is not None and announce is None
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "has no pccx lanes page" in err[0]
+        assert "--preload pccx_flow.dashboard.preload" in err[0]
+    finally:
+        cluster.close()
