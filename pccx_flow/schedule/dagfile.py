@@ -81,7 +81,7 @@ def _graphml_spec(path: Path) -> dict:
     except Exception as exc:  # ParseError, NetworkXError, KeyError... from a bad file
         raise GraphError(f"not readable GraphML: {' '.join(str(exc).split())[:200]}") from None
     if not g.is_directed():
-        raise GraphError("the GraphML graph is undirected; set edgedefault=\"directed\"")
+        raise GraphError('the GraphML graph is undirected; set edgedefault="directed"')
     lanes = []
     for item in _split(g.graph.get("lanes")):
         name, _, cls = item.partition(":")
@@ -133,7 +133,7 @@ def problem_from_spec(spec: Any) -> SchedulingProblem:
         if isinstance(item, str):
             item = {"name": item}
         if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
-            raise GraphError(f"lane {item!r}: give an object with a string \"name\"")
+            raise GraphError(f'lane {item!r}: give an object with a string "name"')
         lanes.append(Lane(item["name"], str(item.get("class", "lane"))))
     lane_names = {ln.name for ln in lanes}
     if len(lane_names) != len(lanes):
@@ -154,7 +154,7 @@ def problem_from_spec(spec: Any) -> SchedulingProblem:
     resources: dict[Any, list[str]] = {}
     for item in raw_nodes:
         if not isinstance(item, Mapping) or "id" not in item:
-            raise GraphError(f"node {str(item)[:60]}: give an object with an \"id\"")
+            raise GraphError(f'node {str(item)[:60]}: give an object with an "id"')
         n = item["id"]
         if not isinstance(n, str | int) or isinstance(n, bool):
             raise GraphError(f"node id {n!r}: use a string or an integer")
@@ -163,7 +163,7 @@ def problem_from_spec(spec: Any) -> SchedulingProblem:
         graph.add_node(n)
         row = item.get("costs")
         if not isinstance(row, Mapping) or not any(v is not None for v in row.values()):
-            raise GraphError(f"node {n!r} has no cost on any lane; give it \"costs\": {{lane: n}}")
+            raise GraphError(f'node {n!r} has no cost on any lane; give it "costs": {{lane: n}}')
         clean: dict[str, int | None] = {}
         for lane, c in row.items():
             if lane not in lane_names:
@@ -178,7 +178,7 @@ def problem_from_spec(spec: Any) -> SchedulingProblem:
             needs = [needs]
         for pool in needs:
             if pool not in pools:
-                raise GraphError(f"node {n!r} needs pool {pool!r}, which \"pools\" does not list")
+                raise GraphError(f'node {n!r} needs pool {pool!r}, which "pools" does not list')
         resources[n] = list(needs)
 
     raw_links = spec.get("links", spec.get("edges", []))
