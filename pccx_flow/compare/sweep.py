@@ -3,8 +3,9 @@
 Each instance is one task (`run.run_instance`), so a 15k-node decode step and a 10-node
 random DAG are scheduled side by side on different workers. By default the workers are local
 processes (a process each, one thread each, since scheduling is pure Python and holds the
-GIL), with every server bound to 127.0.0.1 and no dashboard; ``scheduler="tcp://..."`` uses
-any running cluster instead, and ``workers=0`` runs everything in this process (no Dask).
+GIL), with every server (the dashboard too, on a free port) bound to 127.0.0.1;
+``scheduler="tcp://..."`` uses any running cluster instead, and ``workers=0`` runs
+everything in this process (no Dask).
 
 The journal is JSON lines, one record per finished instance, appended and flushed as each
 arrives. A sweep started again with the same journal skips every instance already in it
@@ -42,6 +43,16 @@ def read_journal(path: Path | None, policies: Iterable[str]) -> dict[str, dict]:
     return done
 
 
+def _end_cut_line(path: Path | None) -> None:
+    """End a last line an interruption cut off, so the next record starts on its own line."""
+    if path is None or not path.exists() or path.stat().st_size == 0:
+        return
+    with path.open("rb+") as f:
+        f.seek(-1, 2)
+        if f.read(1) != b"\n":
+            f.write(b"\n")
+
+
 def _append(path: Path | None, record: dict) -> None:
     if path is None:
         return
@@ -68,6 +79,7 @@ def run_sweep(
 
     opts = dict(task_options or {})
     done = read_journal(journal, policies)
+    _end_cut_line(journal)
     todo = [d for d in instances if d["key"] not in done]
     records = dict(done)
     bar = tqdm(
@@ -108,7 +120,7 @@ def _run_dask(todo, policies, opts, scheduler, workers, landed) -> None:
         with dask.config.set({"distributed.worker.daemon": False}):
             cluster = LocalCluster(
                 n_workers=max(1, workers), threads_per_worker=1, processes=True,
-                host="127.0.0.1", dashboard_address=None, silence_logs=40,
+                host="127.0.0.1", dashboard_address="127.0.0.1:0", silence_logs=40,
             )  # fmt: skip
         client = Client(cluster, set_as_default=False)
     try:
