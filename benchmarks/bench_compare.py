@@ -9,12 +9,15 @@ Target: the sweep finishes in minutes (< 10 min) on this 2-core machine.
 
     python benchmarks/bench_compare.py        # writes benchmarks/results/compare.json
                                               # and graphs/compare.svg
+    python benchmarks/bench_compare.py --journal /tmp/c.jsonl   # resumable; the wall time
+                                              # is then only that of the last run
 
 Decode-step makespans are model estimates on the named profiles; no board has been timed.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -31,14 +34,19 @@ HERE = Path(__file__).resolve().parent
 TARGET_S = 600.0
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--journal", type=Path, help="resume from / append to this journal")
+    args = parser.parse_args(argv)
     out = HERE / "results" / "compare.json"
     plot = HERE.parent / "graphs" / "compare.svg"
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         full = Path(tmp) / "compare-full.json"
+        journal = args.journal or Path(tmp) / "compare-full.jsonl"
         t0 = time.perf_counter()
-        rc = cli(["compare", "--json", str(full), "--plot", str(plot), "--no-progress"])
+        rc = cli(["compare", "--json", str(full), "--plot", str(plot), "--no-progress",
+                  "--results", str(journal)])  # fmt: skip
         wall = time.perf_counter() - t0
         if rc:
             return rc
@@ -49,6 +57,7 @@ def main() -> int:
         "command": "pccx-flow compare (defaults: --policies all --profiles "
         "v002-spec,v002-as-built --positions 0,1023,4095,8191 --dags decode,random:200)",
         "wall_seconds": wall,
+        "resumed_from_journal": args.journal is not None,
         "instances": len(data["instances"]),
         "machine": {
             "python": platform.python_version(),
