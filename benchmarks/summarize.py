@@ -232,6 +232,10 @@ def float64_section(d: dict) -> str:
     )
 
 
+def _secs(x: float) -> str:
+    return f"{x:.2f} s" if x >= 1 else f"{x * 1000:.1f} ms"
+
+
 def compare_section(d: dict) -> str:
     """Per group of instances: each policy's ratios, wins and scheduling time."""
     m = d["machine"]
@@ -254,7 +258,7 @@ def compare_section(d: dict) -> str:
             rows.append(
                 [p, f"{s['mean_ratio']:.3f}", f"{s['median_ratio']:.3f}",
                  f"{s['worst_ratio']:.3f}", str(s["wins"]), f"{s['mean_ratio_to_bound']:.3f}",
-                 f"{opt:.3f}" if opt else "-", f"{s['median_seconds'] * 1000:.1f} ms"]
+                 f"{opt:.3f}" if opt else "-", _secs(s["median_seconds"])]
             )  # fmt: skip
         parts.append(head)
         parts.append(

@@ -21,7 +21,7 @@ SUBCOMMANDS = ("schedule", "compare", "check", "graph", "render", "run", "weight
 EPILOG = """examples:
   pccx-flow schedule --policy critical-path           # E4B step on v002-spec, summary table
   pccx-flow schedule --list                           # every scheduling policy
-  pccx-flow compare --dags random:50 --plot p.svg      # policies side by side
+  pccx-flow compare --dags random:50 --plot p.svg     # policies side by side
   pccx-flow check --profile v002-as-built             # graph invariants and lower bounds
   pccx-flow render --layer 3 -o layer3.svg            # one layer of the DAG
   pccx-flow run --synthetic tiny --steps 8 --check    # execute with Dask, compare to reference
