@@ -47,7 +47,7 @@ def run_instance(
         "nodes": len(problem),
         "edges": problem.graph.number_of_edges(),
         "lanes": len(problem.lanes),
-        "pools": dict(problem.pools),
+        "pool_counts": dict(problem.pools),
         "has_comm": problem.has_comm,
         "build_seconds": build_s,
         "bounds": bounds,

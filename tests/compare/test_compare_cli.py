@@ -17,19 +17,19 @@ def test_compare_random_decode_and_a_file(tmp_path, capsys):
         "links": [{"source": "a", "target": "b", "comm": 1}],
     }))  # fmt: skip
     out, plot = tmp_path / "c.json", tmp_path / "c.svg"
-    argv = ["compare", "--dags", f"random:3,decode,file:{dag}", "--preset", "tiny",
-            "--positions", "0,63", "--profiles", "v002-spec", "--policies",
+    argv = ["compare", "--dags", f"random:2,decode,file:{dag}", "--preset", "tiny",
+            "--positions", "63", "--profiles", "v002-spec", "--policies",
             "heft,critical-path", "--workers", "0", "--json", str(out), "--plot", str(plot),
             "--exact-max-nodes", "0"]  # fmt: skip
     assert main(argv) == 0
     text = capsys.readouterr().out
-    assert "random DAGs: 3 instances" in text and "DAG files: 1 instances" in text
-    assert "decode steps: 2 instances (makespans are model estimates on profiles v002-spec" in text
+    assert "random DAGs: 2 instances" in text and "DAG files: 1 instances" in text
+    assert "decode steps: 1 instances (makespans are model estimates on profiles v002-spec" in text
     data = json.loads(out.read_text())
-    assert len(data["instances"]) == 6 and "model estimates" in data["note"]
+    assert len(data["instances"]) == 4 and "model estimates" in data["note"]
     assert set(data["summary"]) == {"decode", "random", "dag"}
     assert plot.read_text().lstrip().startswith(("<?xml", "<svg"))
-    assert len((tmp_path / "c.jsonl").read_text().splitlines()) == 6  # the journal
+    assert len((tmp_path / "c.jsonl").read_text().splitlines()) == 4  # the journal
 
 
 @pytest.mark.parametrize(
