@@ -16,7 +16,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ORDER = (
-    "graph", "schedulers", "render", "weights", "reference", "execute", "float64", "dashboard",
+    "graph", "schedulers", "compare", "render", "weights", "reference", "execute", "float64",
+    "dashboard",
 )  # fmt: skip
 
 

@@ -283,10 +283,66 @@ def dashboard_section(d: dict) -> str:
     )
 
 
+def _secs(x: float) -> str:
+    return f"{x:.2f} s" if x >= 1 else f"{x * 1000:.1f} ms"
+
+
+def compare_section(d: dict) -> str:
+    """Per group of instances: each policy's ratios, wins and scheduling time."""
+    m = d["machine"]
+    parts = [
+        f"**Comparing the policies** (`bench_compare.py`: `pccx-flow compare` with its defaults,"
+        f" {d['instances']} instances in {d['wall_seconds'] / 60:.1f} min of wall time on 2 "
+        f"local Dask workers, load average {m['load_average_before'][0]:.1f} before; decode "
+        "makespans are model estimates on the named profiles)"
+    ]
+    for kind, g in d["summary"].items():
+        title = {"decode": "decode steps", "random": "random DAGs", "dag": "DAG files"}[kind]
+        head = f"{title}: {g['instances']} instances"
+        if kind == "decode":
+            head += f" on {', '.join(g['profiles'])}"
+        if g["exact_tried"]:
+            head += f"; optimum proven on {g['optimal']} of {g['exact_tried']} with <= 40 nodes"
+        rows = []
+        for p, s in sorted(g["policies"].items(), key=lambda kv: kv[1]["mean_ratio"]):
+            opt = s.get("mean_ratio_to_optimum")
+            rows.append(
+                [p, f"{s['mean_ratio']:.3f}", f"{s['median_ratio']:.3f}",
+                 f"{s['worst_ratio']:.3f}", str(s["wins"]), f"{s['mean_ratio_to_bound']:.3f}",
+                 f"{opt:.3f}" if opt else "-", _secs(s["median_seconds"])]
+            )  # fmt: skip
+        parts.append(head)
+        parts.append(
+            _table(
+                [
+                    "policy",
+                    "mean vs best",
+                    "median",
+                    "worst",
+                    "wins",
+                    "vs largest bound",
+                    "vs optimum",
+                    "median time",
+                ],
+                rows,
+            )  # fmt: skip
+        )
+        bo = g.get("bound_over_optimum") or {}
+        if bo:
+            parts.append(
+                "lower bound / optimum on the proven instances (mean, worst): "
+                + "; ".join(f"{k} {v['mean']:.3f}, {v['worst']:.3f}" for k, v in bo.items())
+            )
+    t = d["target"]
+    parts.append(f"[{'met' if t['met'] else 'MISSED'}] {t['target']}: {t['value']}")
+    return "\n\n".join(parts)
+
+
 SECTIONS = {
     "graph": graph_section,
     "schedulers": schedulers_section,
     "memory": memory_section,
+    "compare": compare_section,
     "render": render_section,
     "weights": weights_section,
     "reference": reference_section,

@@ -65,11 +65,12 @@ from pccx_flow import __version__  # noqa: E402
 from pccx_flow.errors import PccxFlowError  # noqa: E402
 
 # Order is the order of `pccx-flow --help`.
-SUBCOMMANDS = ("schedule", "check", "graph", "render", "run", "weights", "trace")
+SUBCOMMANDS = ("schedule", "compare", "check", "graph", "render", "run", "weights", "trace")
 
 EPILOG = """examples:
   pccx-flow schedule --policy critical-path           # E4B step on v002-spec, summary table
   pccx-flow schedule --list                           # every scheduling policy
+  pccx-flow compare --dags random:50 --plot p.svg     # policies side by side
   pccx-flow check --profile v002-as-built             # graph invariants and lower bounds
   pccx-flow render --layer 3 -o layer3.svg            # one layer of the DAG
   pccx-flow run --synthetic tiny --steps 8 --check    # execute with Dask, compare to reference

@@ -30,11 +30,14 @@ EPILOG = f"""examples:
   pccx-flow schedule --pccx step.pccx                 # pccx-lab trace of the schedule
   pccx-flow schedule --memory --position 8191         # L2 capacity as a constraint
   pccx-flow schedule --policy mypkg.sched:MyPolicy    # a policy class on sys.path
+  pccx-flow schedule --dag my.json --policy heft      # your own DAG (JSON or GraphML)
 
 The default position is {DEFAULT_POSITION} (a 1,024-token context), or the preset's last
 KV position when its cache is shorter (tiny: 63). Every time and tok/s printed is a model
 estimate on the named profile; no pccx board has been timed. --trace writes Chrome trace
-JSON (open it in https://ui.perfetto.dev or chrome://tracing), one track per lane."""
+JSON (open it in https://ui.perfetto.dev or chrome://tracing), one track per lane.
+--dag takes a DAG with its own lanes, costs, comm and pools (format: pccx_flow/schedule/
+dagfile.py); its costs are printed in the file's own units and --profile is not used."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -61,6 +64,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="hardware profile name or TOML file (default: %(default)s)",
     )
     add_step_args(p)
+    p.add_argument(
+        "--dag", type=Path, metavar="FILE", help="schedule this DAG file (.json or .graphml)"
+    )
     p.add_argument("--seed", type=seed, default=0, help="seed for the random policy")
     add_policy_timeout_arg(p)
     p.add_argument("--json", type=Path, metavar="OUT", help="write schedule + metrics as JSON")
@@ -94,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
     from pccx_flow.schedule.registry import run_on_problem
     from pccx_flow.schedule.report import format_summary
 
+    if args.dag is not None:
+        return run_dag(args)
     step = step_from_args(args)
     config, layers = step.config, step.layers
     args.position = step.position
@@ -176,4 +184,35 @@ def run(args: argparse.Namespace) -> int:
                 schedule, graph, args.gantt, metrics=metrics, profile=profile, occupancy=rows
             )
         print(f"wrote {args.gantt}", file=sys.stderr)
+    return 0
+
+
+def run_dag(args: argparse.Namespace) -> int:
+    """`schedule --dag FILE`: a user's DAG with its own lanes; no profile, no decode context."""
+    from pccx_flow.schedule.dagfile import load_dag
+    from pccx_flow.schedule.metrics import schedule_metrics
+    from pccx_flow.schedule.registry import make_policy, run_on_problem
+    from pccx_flow.schedule.report import format_summary
+
+    policy = make_policy(args.policy, seed=args.seed)
+    for out, what in ((args.trace, "--trace"), (args.gantt, "--gantt")):
+        if out is not None:
+            from pccx_flow.errors import InputError
+
+            raise InputError(f"{what} draws decode steps only; drop it when using --dag")
+    if args.json is not None:
+        check_output_path(args.json)
+    problem = load_dag(args.dag)
+    t0 = time.perf_counter()
+    schedule = run_on_problem(policy, problem, label=args.policy, profile=problem.name)
+    t1 = time.perf_counter()
+    metrics = schedule_metrics(schedule, problem)
+    metrics["wall_seconds"] = {"schedule": t1 - t0}
+    context = {"dag": str(args.dag)}
+    print(format_summary(metrics, context).replace(", profile ", ", DAG ", 1))
+    print(f"(costs in the file's own units; scheduled in {t1 - t0:.3f} s of wall time)")
+    if args.json is not None:
+        with writing(args.json):
+            schedule.to_json(args.json, metrics=metrics, context=context)
+        print(f"wrote {args.json}", file=sys.stderr)
     return 0

@@ -1,0 +1,49 @@
+"""`pccx-flow compare` end to end (in-process, no Dask) and its one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pccx_flow.cli.main import main
+
+
+def test_compare_random_decode_and_a_file(tmp_path, capsys):
+    dag = tmp_path / "mine.json"
+    dag.write_text(json.dumps({
+        "lanes": ["p1", "p2"],
+        "nodes": [{"id": "a", "costs": {"p1": 3, "p2": 4}}, {"id": "b", "costs": {"p2": 2}}],
+        "links": [{"source": "a", "target": "b", "comm": 1}],
+    }))  # fmt: skip
+    out, plot = tmp_path / "c.json", tmp_path / "c.svg"
+    argv = ["compare", "--dags", f"random:2,decode,file:{dag}", "--preset", "tiny",
+            "--positions", "63", "--profiles", "v002-spec", "--policies",
+            "heft,critical-path", "--workers", "0", "--json", str(out), "--plot", str(plot),
+            "--exact-max-nodes", "0"]  # fmt: skip
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "random DAGs: 2 instances" in text and "DAG files: 1 instances" in text
+    assert "decode steps: 1 instances (makespans are model estimates on profiles v002-spec" in text
+    data = json.loads(out.read_text())
+    assert len(data["instances"]) == 4 and "model estimates" in data["note"]
+    assert set(data["summary"]) == {"decode", "random", "dag"}
+    assert plot.read_text().lstrip().startswith(("<?xml", "<svg"))
+    assert len((tmp_path / "c.jsonl").read_text().splitlines()) == 4  # the journal
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--policies", "nope"], "nope"),
+        (["--dags", "random:zz"], "random:COUNT"),
+        (["--dags", "decode", "--positions", "0,x"], "comma-separated integers"),
+        (["--dags", "decode", "--profiles", "no-such-board"], "no-such-board"),
+        (["--dags", "file:/nonexistent.json"], "does not exist"),
+        (["--plot", "out.txt"], ".svg"),
+    ],
+)
+def test_bad_options_are_one_line(args, words, capsys):
+    assert main(["compare", "--workers", "0", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pccx-flow: error:") and err.count("\n") == 1 and words in err

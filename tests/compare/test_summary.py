@@ -1,0 +1,48 @@
+"""Ratios and the per-policy summary, on hand-made records (numbers checked by hand)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pccx_flow.compare.summary import format_tables, instance_rows, summarize
+
+
+def _rec(key, spans, bound, opt=None, kind="random"):
+    return {
+        "key": key, "kind": kind, "nodes": 10, "profile": None,
+        "bounds": {"critical_path": bound}, "largest_bound_cycles": bound,
+        "results": {p: {"makespan": m, "seconds": 0.01} for p, m in spans.items()},
+        "exact": {"status": "optimal", "makespan": opt} if opt else {"status": "skipped"},
+    }  # fmt: skip
+
+
+RECORDS = [
+    _rec("a", {"x": 100, "y": 120}, 80, opt=100),
+    _rec("b", {"x": 110, "y": 100}, 100),
+    _rec("c", {"x": 90, "y": 90}, 90, opt=90),
+]
+
+
+def test_rows_ratio_to_best_bound_and_optimum():
+    rows = {(r["key"], r["policy"]): r for r in instance_rows(RECORDS)}
+    assert rows[("a", "y")]["ratio_to_best"] == pytest.approx(1.2)
+    assert rows[("a", "y")]["ratio_to_bound"] == pytest.approx(1.5)
+    assert rows[("a", "y")]["ratio_to_optimum"] == pytest.approx(1.2)
+    assert rows[("b", "x")]["ratio_to_optimum"] is None
+
+
+def test_summary_mean_median_worst_wins():
+    s = summarize(RECORDS, ["x", "y"])["random"]
+    x, y = s["policies"]["x"], s["policies"]["y"]
+    assert x["mean_ratio"] == pytest.approx((1 + 1.1 + 1) / 3) and x["worst_ratio"] == 1.1
+    assert x["wins"] == 2 and y["wins"] == 2  # the tie on c counts for both
+    assert y["median_ratio"] == 1.0 and y["worst_ratio"] == pytest.approx(1.2)
+    assert x["optimal_hits"] == 2 and y["worst_ratio_to_optimum"] == pytest.approx(1.2)
+    assert s["optimal"] == 2 and s["bound_over_optimum"]["largest"]["worst"] == 0.8
+
+
+def test_decode_tables_say_model_estimate():
+    recs = [dict(_rec("d", {"x": 5, "y": 6}, 4), kind="decode", profile="v002-spec")]
+    text = format_tables(summarize(recs, ["x", "y"]))
+    assert "model estimates on profiles v002-spec" in text
+    assert max(len(line) for line in text.splitlines()) <= 100
