@@ -28,7 +28,7 @@ EPILOG = f"""examples:
   pccx-flow schedule --layers 0:5 --json step.json --trace step.trace.json
   pccx-flow schedule --gantt step.svg                 # Gantt chart (svg, png or html)
   pccx-flow schedule --pccx step.pccx                 # pccx-lab trace of the schedule
-  pccx-flow schedule --memory --position 8191         # L2 capacity as a constraint
+  pccx-flow schedule --no-memory                      # without the L2 limit, to compare
   pccx-flow schedule --policy mypkg.sched:MyPolicy    # a policy class on sys.path
   pccx-flow schedule --dag my.json --policy heft      # your own DAG (JSON or GraphML)
 
@@ -77,9 +77,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--memory",
-        action="store_true",
-        help="keep resident tensors within the profile's L2 (and SFU reach); the summary "
-        "and --gantt then show L2 occupancy",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="keep resident tensors within the profile's L2 (and SFU reach), as a program "
+        "must (default); --no-memory schedules without that limit, to see what it costs",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
