@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ORDER = ("graph", "schedulers", "render", "weights", "reference", "execute", "float64")
+ORDER = ("graph", "schedulers", "render", "weights", "reference", "execute", "float64", "lower")
 
 
 def main(argv: list[str]) -> int:

@@ -2,12 +2,13 @@
 
 *L2*: tensors live in 128-bit words (17-bit word addresses). A linear scan in issue order
 allocates a tensor's region when its producer is issued and frees it once its last reader has
-been issued (liveness by the schedule's order). Two ends of L2 are used: tensors that a CVO
-instruction touches must lie below the SFU's reach (`sfu.l2_reach_bytes`: all 1.75 MiB on
-v002-spec, the first 256 KiB as built), so they are placed first-fit from address 0 upward;
-every other tensor is placed from the top of L2 downward, which keeps the CVO window free for
-the tensors that need it. Tensors that one instruction reads as one operand (the parts of a
-GEMV's input vector) are one *group*: one contiguous region, parts in order.
+been issued (liveness by the schedule's order). Tensors that a CVO instruction touches must
+lie below the SFU's reach (`sfu.l2_reach_bytes`: all 1.75 MiB on v002-spec, the first 256 KiB
+as built), so they are placed first-fit from address 0 upward; every other tensor is placed
+best-fit at the top of a hole (from the top of L2 downward while L2 is empty), which keeps
+the CVO window free for the tensors that need it. Tensors that one instruction reads as one
+operand (the parts of a GEMV's input vector) are one *group*: one contiguous region, parts
+in order.
 
 *Constant cache*: 64 slots written by MEMSET, each holding three 16-bit values. A slot whose
 value is already resident is reused; otherwise a free slot, else the least recently used one
@@ -47,8 +48,8 @@ class L2Allocator:
     """First-fit free-list allocator over ``total_words`` with a low window of ``reach_words``.
 
     ``low=True`` requests are placed first-fit from the bottom and must end within the reach;
-    the others are placed best-from-the-top. The allocator tracks the peak of live words and
-    the largest request that failed, for the program summary.
+    the others best-fit (smallest hole that holds them), at the top of the hole. The
+    allocator tracks the peak of live words and the fragmentation at that peak.
     """
 
     total_words: int
@@ -57,11 +58,11 @@ class L2Allocator:
     live_words: int = 0
     peak_words: int = 0
     high_water: int = 0  # highest address ever used + 1 (low allocations)
-    low_water: int = 0  # lowest address ever used (high allocations)
+    # external fragmentation when the live peak was reached: 1 - largest hole / free words
+    fragmentation_at_peak: float = 0.0
 
     def __post_init__(self) -> None:
         self.free = [[0, self.total_words]]
-        self.low_water = self.total_words
 
     def alloc(self, words: int, *, low: bool) -> int | None:
         """The start address of a new region of `words`, or None when no hole is large enough."""
@@ -74,18 +75,20 @@ class L2Allocator:
             else:
                 return None
         else:
-            for hole in reversed(self.free):
-                if hole[1] - hole[0] >= words:
-                    addr = hole[1] - words
-                    hole[1] -= words
-                    break
-            else:
+            # best fit (smallest hole that holds it, highest on ties), placed at its top
+            fits = [h for h in self.free if h[1] - h[0] >= words]
+            if not fits:
                 return None
+            hole = min(fits, key=lambda h: (h[1] - h[0], -h[0]))
+            addr = hole[1] - words
+            hole[1] -= words
         self.free = [h for h in self.free if h[1] > h[0]]
         self.live_words += words
-        self.peak_words = max(self.peak_words, self.live_words)
+        if self.live_words > self.peak_words:
+            self.peak_words = self.live_words
+            free = self.free_words()
+            self.fragmentation_at_peak = 1 - self.largest_hole() / free if free else 0.0
         self.high_water = max(self.high_water, addr + words) if low else self.high_water
-        self.low_water = min(self.low_water, addr) if not low else self.low_water
         return addr
 
     def release(self, addr: int, words: int) -> None:

@@ -459,7 +459,6 @@ def summarise(lw: _Lowering) -> dict:
         else:
             by_op[op] += 1
     l2 = lw.l2
-    used_extent = l2.high_water + (l2.total_words - l2.low_water)
     return {
         "instructions": sum(by_op.values()),
         "by_opcode": dict(sorted(by_op.items())),
@@ -470,8 +469,7 @@ def summarise(lw: _Lowering) -> dict:
         "fence_reasons": dict(lw.fence_reasons),
         "host_steps": sum(1 for s in prog.steps if s["kind"] == "host"),
         "l2_peak_bytes": l2.peak_words * 16,
-        "l2_extent_bytes": min(used_extent, l2.total_words) * 16,
-        "l2_fragmentation": round(1 - l2.peak_words / used_extent, 4) if used_extent else 0.0,
+        "l2_fragmentation": round(l2.fragmentation_at_peak, 4),
         "l2_bytes": l2.total_words * 16,
         "cvo_window_peak_bytes": l2.high_water * 16,
         "cvo_reach_bytes": l2.reach_words * 16,
@@ -481,3 +479,37 @@ def summarise(lw: _Lowering) -> dict:
         "slot_evictions": lw.slots.evictions,
         "ddr_image_bytes": lw.ddr["total_bytes"],
     }
+
+
+def live_demand_peak(graph: nx.DiGraph, schedule) -> tuple[int, str]:
+    """Peak bytes of L2 the schedule's order keeps live (NPU tensors only), and where.
+
+    Independent of placement: the sum of the sizes of tensors born and not yet dead, at the
+    worst node. A program cannot fit an L2 smaller than this, however it is allocated.
+    """
+    order = [s.node for s in schedule.order()]
+    pos = {n: i for i, n in enumerate(order)}
+    born: dict[str, int] = {}
+    dies: dict[str, int] = {}
+    size: dict[str, int] = {}
+    for n in order:
+        d = graph.nodes[n]
+        npu = d["op"] != "HOST"
+        for t in d["outputs"]:
+            born.setdefault(t["name"], pos[n])
+            dies.setdefault(t["name"], pos[n])
+            size[t["name"]] = words_for(tensor_bytes(t)) * 16 if npu else 0
+        for t in d["inputs"]:
+            dies[t["name"]] = max(dies.get(t["name"], -1), pos[n])
+            if npu:
+                size[t["name"]] = max(size.get(t["name"], 0), words_for(tensor_bytes(t)) * 16)
+    delta = [0] * (len(order) + 1)
+    for t, b in born.items():
+        delta[b] += size.get(t, 0)
+        delta[dies[t] + 1] -= size.get(t, 0)
+    live, peak, at = 0, 0, 0
+    for i in range(len(order)):
+        live += delta[i]
+        if live > peak:
+            peak, at = live, i
+    return peak, order[at] if order else ""

@@ -52,8 +52,8 @@ def format_summary(summary: dict, meta: dict) -> str:
             f"  words          {s['words']} in {s['batches']} batches (<= 8 words + kick)",
             f"  fences         {s['fences']} ({reasons})",
             f"  host steps     {s['host_steps']}",
-            f"  L2 peak        {s['l2_peak_bytes']:,} B live of {s['l2_bytes']:,} B; extent used "
-            f"{s['l2_extent_bytes']:,} B (fragmentation {s['l2_fragmentation']:.1%})",
+            f"  L2 peak        {s['l2_peak_bytes']:,} B live of {s['l2_bytes']:,} B "
+            f"(fragmentation at the peak {s['l2_fragmentation']:.1%}: 1 - largest hole / free)",
             f"  CVO window     {s['cvo_window_peak_bytes']:,} B used of {s['cvo_reach_bytes']:,} B "
             "reach",
             f"  split operands {s['split_operands']} (multi-part operands not contiguous in L2: "
