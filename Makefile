@@ -15,19 +15,19 @@ system-deps:
 	@command -v dot >/dev/null 2>&1 || { \
 	  echo "installing Debian's graphviz (dot)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq graphviz >/dev/null; }
+	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz >/dev/null; }
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -qq --upgrade pip
 
 $(VENV)/.run-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[dashboard]'
+	$(BIN)/pip install -qq -e '.[dashboard]'
 	touch $@
 
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev]'
-	$(BIN)/pip install -q -e schedulers/
+	$(BIN)/pip install -qq -e '.[dev]'
+	$(BIN)/pip install -qq -e schedulers/
 	touch $@ $(VENV)/.run-installed
 
 run: system-deps $(VENV)/.run-installed

@@ -55,3 +55,7 @@ class ExecutionError(PccxFlowError):
 
 class RenderError(PccxFlowError):
     """A picture cannot be drawn (for example Graphviz's `dot` is missing)."""
+
+
+class TraceError(PccxFlowError):
+    """A trace file (.pccx or Chrome trace JSON) that cannot be read as a timeline."""

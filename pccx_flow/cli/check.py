@@ -16,7 +16,9 @@ EPILOG = f"""examples:
   pccx-flow check --layers 20:25                    # a cut graph: layers 20..24 only
   pccx-flow check --graph step.json                 # a graph exported earlier
 
-Prints "ok", node counts per op kind and edge counts by the op that writes them, then the
+Prints "ok", each invariant it verified with its evidence (e.g. "LAuReL ∥ attention: no path
+between them in any of 35 layers"), node counts per op kind and edge counts by the op that
+writes them, then the
 physical lower bounds of the step on the profile (default v002-spec). Every time and tok/s
 there is a model estimate on that profile; none has been measured on a board. Exits 2 with
 one line naming the broken invariant otherwise."""
@@ -95,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
             what = "built graph"
         bar.update()
         bar.set_description("checking invariants")
-        check_graph(graph)
+        proofs = check_graph(graph)
         bar.update()
         bar.set_description("computing lower bounds")
         bounds = lower_bounds(graph, profile)
@@ -106,6 +108,10 @@ def run(args: argparse.Namespace) -> int:
         f"ok: {what}, preset {g.get('config')}, semantics {g.get('semantics')}, position "
         f"{g.get('position')}, layers {a}..{b - 1 if b else '?'}, tile_rows {g.get('tile_rows')}"
     )
+    print("invariants verified on this graph:")
+    for name, evidence in proofs:
+        print(f"  ok  {name:<20}{evidence}")
+    print()
     print(count_table(graph))
     print()
     print(format_bounds(bounds, profile))

@@ -128,6 +128,30 @@ def check_output_path(path: Path, suffixes: tuple[str, ...] | None = None) -> No
         raise InputError(f"cannot write {path}: folder {path.parent} does not exist")
 
 
+CONFIG_FILE_HELP = (
+    "JSON file of config fields (the manifest's 'config' fields, any subset, e.g. "
+    '{"n_sparse_layers": 10}) for a checkpoint without them; the rest comes from its '
+    "manifest, from --preset, or from its tensor shapes"
+)
+
+
+def checkpoint_config(preset: str | None, config_file: str | None):
+    """What a checkpoint is opened with: a preset, some fields from a file, both, or None.
+
+    With both, the file's fields replace the preset's. With neither, the checkpoint's own
+    manifest decides, or its tensor shapes (`pccx_flow.weights.infer`).
+    """
+    from pccx_flow.model.config import get_config
+    from pccx_flow.weights.checkpoint import load_config_file
+    from pccx_flow.weights.infer import with_overrides
+
+    fields = load_config_file(config_file) if config_file is not None else None
+    if preset is None:
+        return fields
+    config = get_config(preset)
+    return with_overrides(config, fields, f"--config {config_file}") if fields else config
+
+
 @contextmanager
 def writing(path: Path) -> Iterator[None]:
     """Turn a failed write (permissions, full disk, ...) into one line naming the file."""

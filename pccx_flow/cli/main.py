@@ -16,7 +16,18 @@ from pccx_flow import __version__
 from pccx_flow.errors import PccxFlowError
 
 # Order is the order of `pccx-flow --help`.
-SUBCOMMANDS = ("schedule", "check", "graph", "render", "run", "weights", "emit", "disasm", "isa")
+SUBCOMMANDS = (
+    "schedule",
+    "check",
+    "graph",
+    "render",
+    "run",
+    "weights",
+    "trace",
+    "emit",
+    "disasm",
+    "isa",
+)
 
 EPILOG = """examples:
   pccx-flow schedule --policy critical-path           # E4B step on v002-spec, summary table

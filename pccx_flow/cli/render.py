@@ -24,16 +24,18 @@ EPILOG = """examples:
   pccx-flow render --preset tiny --layer 3 -o tiny3.svg          # one tiny layer, every node
   pccx-flow render --layer 7 -o layer7.svg                       # one E4B layer, tiles folded
   pccx-flow render --collapse blocks -o step-blocks.svg          # whole E4B step, one node/block
-  pccx-flow render --layer 7 --profile v002-spec -o l7.png       # bold min-cost critical path
+  pccx-flow render --layer 7 --profile v002-as-built -o l7.png   # costs of another profile
   pccx-flow render --layers 0:2 --policy critical-path -o s.svg  # lane @ start cycle labels
   pccx-flow render --layers 0:5 -o step.dot                      # DOT source, no Graphviz needed
 
 --collapse picks how much is folded: none (every instruction), tiles (GEMV tiles of one
-matrix become one node), blocks (one node per block of a layer), layers (one node per layer).
-The default picks the finest level that stays readable and the output says which. SVG, PNG
-and PDF need Graphviz's `dot`; .dot writes the source only. The critical path is drawn bold:
-with --policy the schedule's (on --profile, default v002-spec), with --profile alone the
-min-cost one, otherwise the longest path by node count. Cycles are model estimates."""
+matrix become one node), macros (tiles, and each RMSNorm, softmax, RoPE sin/cos and sparse
+gate becomes one node), blocks (one node per block of a layer), layers (one node per layer).
+The default picks the finest level that stays readable and the output says which. Nodes
+show their output shape and, costed on --profile (default v002-spec), the bytes they move
+and their cycles. SVG, PNG and PDF need Graphviz's `dot`; .dot writes the source only. The
+critical path is drawn bold: with --policy the schedule's, otherwise the min-cost critical
+path on the profile. Cycles are model estimates."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -61,7 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--collapse",
         default="auto",
-        choices=("auto", "none", "tiles", "blocks", "layers"),
+        choices=("auto", "none", "tiles", "macros", "blocks", "layers"),
         help="how much to fold (default: auto, the finest readable level)",
     )
     p.add_argument(
@@ -74,7 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--profile",
         default=None,
         metavar="NAME|FILE",
-        help="hardware profile for cycles and the critical path (default with --policy: v002-spec)",
+        help="hardware profile for bytes, cycles and the critical path (default: v002-spec)",
     )
     add_step_args(p, layers=False)
     p.add_argument(
@@ -136,13 +138,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--max-nodes {args.max_nodes}: give a positive number of nodes")
     span = layer_range(args.layers, args.layer, config.n_layers)
     _check_output(args.output)
-    profile_name = args.profile or ("v002-spec" if args.policy else None)
-    profile = None
-    policy = None
-    if profile_name is not None:
-        from pccx_flow.hardware.profile import load_profile
+    from pccx_flow.hardware.profile import load_profile
 
-        profile = load_profile(profile_name)
+    profile = load_profile(args.profile or "v002-spec")
+    policy = None
     if args.policy is not None:
         from pccx_flow.schedule.registry import make_policy
 
@@ -170,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
             f"{schedule.makespan:,} cycles on {profile.name} (model estimate)"
         )
         bar.update()
-    elif profile is not None:
+    else:
         from pccx_flow.bounds import lower_bounds
 
         bounds = lower_bounds(graph, profile)
@@ -179,8 +178,6 @@ def run(args: argparse.Namespace) -> int:
             f"bold: min-cost critical path, {bounds.critical_path_cycles:,} cycles on "
             f"{profile.name} (model estimate)"
         )
-    else:
-        critical, note = None, None
 
     bar.set_postfix_str("draw")
     shown = layer_view(graph, span) if span else graph

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pccx_flow.cli.common import CONFIG_FILE_HELP, checkpoint_config
 from pccx_flow.errors import InputError
 from pccx_flow.execute.compare import (
     FLOAT64_LOGIT_TOLERANCE,
@@ -30,7 +31,8 @@ from pccx_flow.precision import DEFAULT_PRECISION, PRECISIONS
 EPILOG = """examples:
   pccx-flow run --synthetic tiny --steps 8 --check
   pccx-flow run --synthetic tiny --semantics gemma3n --prompt-ids 2,105,7 --temperature 0.8 --seed 3
-  pccx-flow run --weights /work/ckpt/e4b-seed0 --steps 2 --policy critical-path
+  pccx-flow run --weights ckpt/e4b --steps 2 --policy critical-path
+  pccx-flow run --weights pccx-export/ --config cfg.json --steps 4   # no manifest
   pccx-flow run --synthetic tiny --scheduler tcp://127.0.0.1:8786     # an existing cluster
   pccx-flow run --synthetic tiny --dashboard --fuse                     # local cluster + dashboard
   pccx-flow run --synthetic tiny --steps 8 --check --precision float64  # structure, no fp32 noise
@@ -39,10 +41,11 @@ Times printed are CPU wall times of executing the graph on this machine, not NPU
 --check decodes each step with the reference too, from the same earlier KV rows, and exits
 with status 1 when a step's argmax differs, a new KV element differs by more than one
 float16 rounding step, or its logits differ by more than 1e-4 (1e-3 on a step whose float16
-KV rows rounded differently: such a flip alone moves logits by ~1e-4). On E4B, float32
-rounding differences grow through the 35 layers: measured 1e-4..2.5e-4 (gemma3n) and
-2.6e-3..5.3e-3 (pccx, float16 cache) with the same argmax; pass --tolerance to judge those.
-With --precision float64 both sides keep activations in float64 and must agree to 1e-9."""
+KV rows rounded differently: such a flip alone moves logits by ~1e-4). It prints the
+largest difference and how many steps had float16 flips. On E4B, float32 rounding
+differences grow through the 35 layers (README, "Numerics"); pass --tolerance to judge
+those. With --precision float64 both sides keep activations in float64 and must agree to
+1e-9."""
 
 
 def register(subparsers) -> None:
@@ -60,6 +63,12 @@ def register(subparsers) -> None:
         metavar="PRESET",
         help=f"write a synthetic checkpoint of a preset ({', '.join(PRESETS)}) to a temp dir",
     )
+    p.add_argument(
+        "--preset",
+        help=f"with --weights: the checkpoint's config ({', '.join(PRESETS)}) when its manifest "
+        "names none (default: the manifest's, else inferred from the tensor shapes)",
+    )
+    p.add_argument("--config", metavar="FILE", help="with --weights: " + CONFIG_FILE_HELP)
     p.add_argument("--seed-weights", type=int, default=0, metavar="N", help="synthetic seed")
     p.add_argument("--semantics", default="pccx", choices=SEMANTICS)
     p.add_argument("--policy", default=None, help="schedule each step with this policy")
@@ -127,6 +136,11 @@ def _check_options(args) -> None:
         raise InputError("--seed and --seed-weights must be >= 0")
     if args.profile is not None and args.policy is None:
         raise InputError("--profile only matters with --policy; add --policy NAME or drop it")
+    if args.synthetic and (args.preset or args.config):
+        raise InputError(
+            "--preset and --config describe a --weights checkpoint; --synthetic "
+            "already names its preset"
+        )
     if args.scheduler and args.dashboard:
         raise InputError("--scheduler and --dashboard exclude each other; choose one")
     if args.scheduler and "://" not in args.scheduler:
@@ -141,9 +155,14 @@ def _checkpoint(args):
 
     if args.weights:
         path = Path(args.weights)
-        if not path.is_dir():
-            raise InputError(f"--weights {path} is not a directory; give a checkpoint folder")
-        yield open_checkpoint(path)
+        if not args.weights.strip() or not path.is_dir():
+            raise InputError(
+                f"--weights {str(path)!r} is not a directory; give a checkpoint folder"
+            )
+        ckpt = open_checkpoint(path, checkpoint_config(args.preset, args.config))
+        if ckpt.config_note:
+            print(f"note: {ckpt.config_note}", file=sys.stderr)
+        yield ckpt
         return
     from pccx_flow.model.config import get_config
     from pccx_flow.weights.synth import write_synthetic_checkpoint
@@ -278,6 +297,12 @@ def run(args) -> int:
         print(line)
     if checker:
         verdict = "OK" if checker.ok else "FAILED"
+        diffs = [row[1] for row in checker.rows]
+        flips = sum(1 for row in checker.rows if row[3].flips)
+        print(
+            f"max |dlogit| {max(diffs):.2e} over {len(diffs)} steps, above 1e-5 on "
+            f"{sum(d > 1e-5 for d in diffs)}; {flips} steps with float16 KV flips"
+        )
         print(
             f"check against the reference decode: {verdict} (tolerance {args.tolerance:g}, "
             f"{10 * args.tolerance:g} on steps whose float16 KV rows rounded differently)"

@@ -24,6 +24,7 @@ EPILOG = f"""examples:
   pccx-flow schedule --preset tiny --policy random --seed 3
   pccx-flow schedule --layers 0:5 --json step.json --trace step.trace.json
   pccx-flow schedule --gantt step.svg                 # Gantt chart (svg, png or html)
+  pccx-flow schedule --pccx step.pccx                 # pccx-lab trace of the schedule
   pccx-flow schedule --policy mypkg.sched:MyPolicy    # a policy class on sys.path
 
 The default position is {DEFAULT_POSITION} (a 1,024-token context), or the preset's last
@@ -60,6 +61,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", type=Path, metavar="OUT", help="write schedule + metrics as JSON")
     p.add_argument("--trace", type=Path, metavar="OUT.json", help="write Chrome trace JSON")
     p.add_argument("--gantt", type=Path, metavar="OUT.svg|png|html", help="draw a Gantt chart")
+    p.add_argument(
+        "--pccx", type=Path, metavar="OUT.pccx", help="write a pccx-lab .pccx trace (flatbuf)"
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
 
@@ -84,7 +88,13 @@ def run(args: argparse.Namespace) -> int:
     args.position = step.position
     policy = make_policy(args.policy, seed=args.seed)  # fail fast, before the graph
     profile = load_profile(args.profile)
-    for out, suffixes in ((args.json, None), (args.trace, None), (args.gantt, GANTT_FORMATS)):
+    outputs = (
+        (args.json, None),
+        (args.trace, None),
+        (args.gantt, GANTT_FORMATS),
+        (args.pccx, None),
+    )
+    for out, suffixes in outputs:
         if out is not None:
             check_output_path(out, suffixes)
 
@@ -127,6 +137,13 @@ def run(args: argparse.Namespace) -> int:
         with writing(args.trace):
             write_chrome_trace(schedule, args.trace, graph, profile.core_hz)
         print(f"wrote {args.trace} (Chrome trace, open in Perfetto)", file=sys.stderr)
+    if args.pccx is not None:
+        from pccx_flow.traces.pccx_file import write_pccx
+        from pccx_flow.traces.timeline import timeline_from_schedule
+
+        with writing(args.pccx):
+            write_pccx(timeline_from_schedule(schedule, graph, profile.core_hz), args.pccx)
+        print(f"wrote {args.pccx} (pccx-lab trace, model estimate)", file=sys.stderr)
     if args.gantt is not None:
         from pccx_flow.render.gantt import write_gantt
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from pccx_flow.cli.common import CONFIG_FILE_HELP
 from pccx_flow.model.config import PRESETS, get_config
 
 EPILOG = """examples:
   pccx-flow weights synth --preset tiny --seed 0 --out ckpt/tiny
-  pccx-flow weights synth --preset e4b --seed 0 --out /work/ckpt/e4b-seed0   # ~3.6 GB
+  pccx-flow weights synth --preset e4b --seed 0 --out ckpt/e4b             # ~3.6 GB, ~35 s
   pccx-flow weights import gemma-3n-E4B/ --out ckpt/e4b-hf                   # shards + config.json
   pccx-flow weights verify ckpt/tiny"""
 
@@ -29,6 +30,9 @@ Without --preset the config comes from a config.json next to the shards, else fr
 VERIFY_EPILOG = """examples:
   pccx-flow weights verify ckpt/tiny
   pccx-flow weights verify runtime-ckpt/ --preset e4b     # manifest is just {"mode": "int4"}
+  pccx-flow weights verify pccx-export/ --config cfg.json # no manifest; cfg.json: some fields
+Without a config in the manifest, --preset or --config, the config is inferred from the
+tensor shapes and printed as a note (with the fields shapes cannot show, and their defaults).
 Prints "ok: N tensors, X GB, preset P" or one line per problem (exit status 1)."""
 
 
@@ -66,9 +70,13 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from pccx_flow.cli.common import checkpoint_config
+    from pccx_flow.errors import InputError
     from pccx_flow.weights.verify import inspect_checkpoint
 
-    report = inspect_checkpoint(Path(args.dir), _config(args))
+    if not Path(args.dir).is_dir():  # a usage error (exit 2), not a damaged checkpoint (1)
+        raise InputError(f"{args.dir!r} is not a folder; give a checkpoint folder to verify")
+    report = inspect_checkpoint(Path(args.dir), checkpoint_config(args.preset, args.config))
     for note in report.notes:
         print(f"note: {note}")
     if report.problems:
@@ -133,4 +141,5 @@ def register(subparsers) -> None:
     )
     p.add_argument("dir", metavar="DIR", help="checkpoint folder")
     p.add_argument("--preset", help=f"config: {presets}, if the manifest has none")
+    p.add_argument("--config", metavar="FILE", help=CONFIG_FILE_HELP)
     p.set_defaults(func=cmd_verify)

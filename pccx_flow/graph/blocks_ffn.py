@@ -8,9 +8,10 @@ chunk exists rather than after the whole FFN width.
 
 Sparse layers (``is_sparse_layer``) insert the Gaussian top-k before the GELU, mapped as
 spec 002 §4 maps it: mean = REDUCE_SUM per chunk (CVO) → Σ (HOST) → SCALE 1/N (CVO); std is
-two-pass, (g - mean)² per chunk (HOST) → REDUCE_SUM (CVO) → Σ (HOST) → SCALE 1/(N - ddof) (CVO)
-→ SQRT (CVO), with ddof = 1 (sample std) on pccx and 0 on gemma3n; cutoff = mean + z·std
-(HOST scalar); sparse = max(g - cutoff, 0) per chunk (HOST).
+two-pass, (g - mean)² per chunk (HOST) → REDUCE_SUM (CVO) → Σ (HOST) → SCALE 1/N (CVO)
+→ SQRT (CVO): the population standard deviation (ddof = 0) in both semantics, as spec 002 §4
+maps the variance (``CVO_SCALE (1/16384)``) and as pccx's runtime computes it (``np.std``);
+cutoff = mean + z·std (HOST scalar); sparse = max(g - cutoff, 0) per chunk (HOST).
 
 Sparse W_down: ``weight_bytes`` is the dense stored size. The mask selects *inputs* of W_down,
 which are scattered nibbles inside every stored [out, in/2] row, so DDR bursts cannot skip
@@ -63,10 +64,10 @@ def _sparse_gate(ctx: Ctx, layer: int, groups: list[Vec]) -> list[dict]:
     s2 = total(
         ctx, f"{base}.var.sum", layer, BLK, reduce_sums(ctx, f"{base}.var.rsum", layer, BLK, sq)
     )
-    ddof = 0 if ctx.gemma3n else 1
+    # Population variance (ddof = 0): spec 002 §4 ends the variance in SCALE 1/N.
     var = cvo_scalar(
         ctx, f"{base}.var", layer, BLK, "cvo_scale_const", s2,
-        params={"scale": 1.0 / (n - ddof), "ddof": ddof},
+        params={"scale": 1.0 / n, "ddof": 0},
     )  # fmt: skip
     std = cvo_scalar(ctx, f"{base}.std", layer, BLK, "cvo_sqrt", var)
     cut = host(

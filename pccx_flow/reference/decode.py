@@ -15,18 +15,16 @@ Semantics (chosen by name, ``pccx`` by default):
 - ``pccx``: the specification unchanged: token ids clipped to ``vocab_per_layer - 1`` for
   both tables (§1 note), no AltUp rescale, V cached as projected, ``altup_scale`` before the
   correction, interleaved RoPE pairs (2i, 2i+1) with ω_i = θ^(-2i/d_head), a float16 KV
-  cache, no sliding window, magnitude floor ``max(sqrt(mean p²), 1e-12)``, and the sample
-  standard deviation (ddof = 1) for the "Std" of the Gaussian top-k gate, which §4.D leaves
-  unspecified.
-- ``gemma3n``: the published Gemma 3n (Hugging Face transformers): all nine differences of
-  gemma3n-semantics.md, including the population standard deviation (ddof = 0), a float32
-  KV cache and a sliding window of ``config.sliding_window`` on local layers (a query at
-  position p sees keys p-w+1..p).
+  cache, no sliding window, and the magnitude floor ``max(sqrt(mean p²), 1e-12)``.
+- ``gemma3n``: the published Gemma 3n (Hugging Face transformers): all eight differences of
+  gemma3n-semantics.md, including a float32 KV cache and a sliding window of
+  ``config.sliding_window`` on local layers (a query at position p sees keys p-w+1..p).
 
-Both: RMSNorm multiplies by gamma itself, attention has no 1/sqrt(d_head) scaling and no
-softcap, GELU is the tanh form, and the LM head is the tied ``W_embed``. Every named tensor
-below is float32; the arithmetic between two of them runs in float64 and is rounded once
-(`pccx_flow.reference.functions`, "Precision").
+Both: the Gaussian top-k gate's "Std" is the population one (ddof = 0; spec 002 §4 divides
+the variance by N, and pccx's runtime uses ``np.std``), RMSNorm multiplies by gamma itself,
+attention has no 1/sqrt(d_head) scaling and no softcap, GELU is the tanh form, and the LM
+head is the tied ``W_embed``. Every named tensor below is float32; the arithmetic between two
+of them runs in float64 and is rounded once (`pccx_flow.reference.functions`, "Precision").
 
 ``trace`` (a dict) receives copies of named intermediates, for tests and for comparing with
 the executor node by node:

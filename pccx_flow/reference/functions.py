@@ -120,16 +120,17 @@ def gqa_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
     return out.reshape(-1).astype(tensor_dtype())
 
 
-def gaussian_topk_gate(gate_raw: np.ndarray, z: float, ddof: int) -> np.ndarray:
+def gaussian_topk_gate(gate_raw: np.ndarray, z: float) -> np.ndarray:
     """Sparse gate of spec 002 §1: ``max(gate_raw - (mean + z·std), 0)``.
 
-    The specification writes "Std" without saying which one. ``ddof=1`` (sample standard
-    deviation) is what ``semantics="pccx"`` uses; the published reference uses the
-    population standard deviation, ``ddof=0`` (difference 9 of gemma3n-semantics.md).
+    "Std" is the population standard deviation (ddof = 0) in both semantics: spec 002 §4
+    maps the variance to ``CVO_SCALE (1/16384)``, a division by N, and pccx's own runtime
+    (``sw/runtime/gemma`` in pccxai/pccx-FPGA-NPU-LLM-kv260) uses ``np.std``, as does the
+    published Gemma 3n.
     """
     g = np.asarray(gate_raw, dtype=F64)
     mean = np.mean(g)
-    std = np.std(g, ddof=ddof)  # two-pass: mean of the squared deviations
+    std = np.std(g)  # two-pass: mean of the squared deviations, divided by N
     cutoff = mean + std * z
     return np.maximum(g - cutoff, 0.0).astype(tensor_dtype())
 

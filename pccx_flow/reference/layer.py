@@ -138,8 +138,7 @@ def decoder_layer(
     _record(trace, layer, "gate_raw", gate_raw)
     _record(trace, layer, "up_out", up_out)
     if is_sparse_layer(cfg, layer):
-        ddof = 0 if gemma else 1  # difference 9: population std in the reference
-        gate_raw = gaussian_topk_gate(gate_raw, cfg.sparse_z, ddof)
+        gate_raw = gaussian_topk_gate(gate_raw, cfg.sparse_z)  # population std, both semantics
     hidden = gelu_tanh(gate_raw) * up_out
     mlp_out = matvec(ckpt, key["W_down"], hidden)
     outputs = rms_norm(mlp_out, vector(ckpt, key["post_ffn_ln"]), eps) + x_attn

@@ -1,13 +1,17 @@
 """Folding a decode graph into fewer, larger nodes so a picture of it stays readable.
 
 One E4B decode step has thousands of instruction nodes; a picture of all of them is a wall of
-boxes. Four levels of detail, coarsest last:
+boxes. Five levels of detail, coarsest last:
 
 - ``none``: every node as built;
 - ``tiles``: the indexed copies of one op become one node that records how many it holds: the
   GEMV tiles of one matrix (``L07.ffn.gate.t03``), the row chunks of a K-split GEMV
   (``.t02.c05``), per-head copies (``L07.attn.q_norm.h3.sqrt``) and partial sums (``.p1``);
   ids that differ only in such ``.<letter><digits>`` segments fold together;
+- ``macros``: as ``tiles``, and each fixed instruction sequence that implements one
+  operation (an RMSNorm's square → REDUCE_SUM → mean+ε → SQRT → RECIP → SCALE → γ, a
+  softmax's EXP → REDUCE_SUM → SCALE, a RoPE phase → SIN/COS) becomes one node named after
+  the operation (`MACROS`);
 - ``blocks``: every block of a layer (attention, FFN, LAuReL, ...) becomes one node;
 - ``layers``: every layer (and the steps before / after the stack) becomes one node.
 
@@ -35,7 +39,38 @@ import networkx as nx
 
 from pccx_flow.errors import RenderError
 
-LEVELS = ("none", "tiles", "blocks", "layers")
+LEVELS = ("none", "tiles", "macros", "blocks", "layers")
+# Levels ``auto`` chooses from, finest first: ``tiles`` is left to those who ask, because
+# ``macros`` shows the same tiles with every norm as one node instead of seven.
+AUTO_LEVELS = ("none", "macros", "blocks", "layers")
+
+# Fixed instruction sequences of `pccx_flow.graph.ops`, by the last id segments of their
+# steps: a prefix whose steps (after tile folding) are all in `steps` and include every one
+# of `required` is folded into one node named `name`.
+MACROS = (
+    {
+        "name": "RMSNorm",
+        "required": {"square", "rsum", "mean_eps", "sqrt", "recip", "scale"},
+        "steps": {"square", "rsum", "mean_eps", "sqrt", "recip", "scale", "gamma"},
+    },
+    {"name": "softmax", "required": {"exp", "rsum", "norm"}, "steps": {"exp", "rsum", "norm"}},
+    {"name": "RoPE sin/cos", "required": {"phase", "sin", "cos"}, "steps": {"phase", "sin", "cos"}},
+    {
+        "name": "mean of squares",
+        "required": {"square", "rsum", "sum", "mean"},
+        "steps": {"square", "rsum", "sum", "mean"},
+    },
+    {
+        # spec 002's sparse gate (graph/blocks_ffn.py): mean, two-pass std, cutoff, ReLU
+        "name": "Gaussian top-k",
+        "id": "topk",
+        "required": {"mean", "var", "std", "cutoff", "sparse"},
+        "steps": {
+            "mean.rsum", "mean.sum", "mean", "var.sq", "var.rsum", "var.sum", "var", "std",
+            "cutoff", "sparse",
+        },
+    },
+)  # fmt: skip
 
 # The finest level whose picture has at most this many nodes is picked by default: a few
 # screens of readable labels. One tiny layer (~230 nodes) stays in full detail, one or two
@@ -85,7 +120,7 @@ def scope_sort_key(scope: str) -> tuple[int, int]:
 
 
 def group_of_node(node: str, attrs: dict, level: str) -> str:
-    """Id of the folded node that `node` belongs to at `level`."""
+    """Id of the folded node that `node` belongs to at `level` (``macros``: its tile group)."""
     if level == "none":
         return node
     scope = scope_of(node, attrs)
@@ -97,12 +132,46 @@ def group_of_node(node: str, attrs: dict, level: str) -> str:
     return base if base else node
 
 
-def _group_id(graph: nx.DiGraph, node: str, attrs: dict, level: str) -> str:
-    """`group_of_node`, except that a folded group never takes the id of another node."""
-    group = group_of_node(node, attrs, level)
-    if level == "tiles" and group != node and group in graph:
-        return f"{group}[tiles]"
-    return group
+def macro_groups(tile_groups: set[str]) -> dict[str, str]:
+    """``{tile group: macro node id}`` for the tile groups that are steps of a `MACROS` entry.
+
+    A macro's node id is the common prefix of its steps (plus the entry's ``id``, if any).
+    """
+    found: dict[tuple[str, int], set[str]] = {}
+    for group in tile_groups:
+        for k, macro in enumerate(MACROS):
+            for step in macro["steps"]:
+                if group.endswith("." + step):
+                    found.setdefault((group[: -len(step) - 1], k), set()).add(step)
+    out: dict[str, str] = {}
+    for (prefix, k), steps in sorted(found.items()):
+        macro = MACROS[k]
+        if macro["required"] <= steps and not any(f"{prefix}.{s}" in out for s in steps):
+            node = f"{prefix}.{macro['id']}" if "id" in macro else prefix
+            out.update({f"{prefix}.{s}": node for s in steps})
+    return out
+
+
+def macro_name(steps: set[str]) -> str | None:
+    """The `MACROS` name whose steps these are (last id segments), if any."""
+    for macro in MACROS:
+        names = {s.rsplit(".", 1)[-1] for s in macro["steps"]}
+        required = {s.rsplit(".", 1)[-1] for s in macro["required"]}
+        if required <= steps <= names:
+            return macro["name"]
+    return None
+
+
+def _group_ids(graph: nx.DiGraph, level: str) -> dict[str, str]:
+    """``{node: folded id}``; a folded group never takes the id of another node."""
+    base = "tiles" if level == "macros" else level
+    ids = {n: group_of_node(n, a, base) for n, a in graph.nodes(data=True)}
+    if level == "macros":
+        macro_of = macro_groups(set(ids.values()))
+        ids = {n: macro_of.get(g, g) for n, g in ids.items()}
+    if level in ("tiles", "macros"):
+        ids = {n: f"{g}[tiles]" if g != n and g in graph else g for n, g in ids.items()}
+    return ids
 
 
 def collapse(graph: nx.DiGraph, level: str) -> tuple[nx.DiGraph, dict[str, str]]:
@@ -116,11 +185,9 @@ def collapse(graph: nx.DiGraph, level: str) -> tuple[nx.DiGraph, dict[str, str]]
     Parallel edges become one edge with ``count``; edges inside a folded node disappear.
     """
     check_level(level)
-    group_of: dict[str, str] = {}
+    group_of = _group_ids(graph, level)
     members: dict[str, list[str]] = {}
-    for node, attrs in graph.nodes(data=True):
-        group = _group_id(graph, node, attrs, level)
-        group_of[node] = group
+    for node, group in group_of.items():
         members.setdefault(group, []).append(node)
 
     folded = nx.DiGraph()
@@ -169,20 +236,32 @@ def _group_attrs(graph: nx.DiGraph, group: str, nodes: list[str], level: str) ->
         "layer": next(iter(layers)) if len(layers) == 1 else None,
         "block": next(iter(blocks)) if len(blocks) == 1 else None,
         "scope": scope_of(nodes[0], datas[0]),
-        "tiles": len(nodes) if level == "tiles" else 0,
+        "tiles": len(nodes) if level in ("tiles", "macros") else 0,
         "members": nodes,
     }
+    if level == "macros":
+        steps = Counter(_INDEX.sub("", str(n)).rpartition(".")[2] for n in nodes)
+        attrs["macro"] = macro_name(set(steps)) if len(steps) > 1 else None
+        if attrs["macro"]:
+            attrs["tiles"] = 0
+            per_step = set(steps.values())  # one RMSNorm per head: every step 8 times
+            attrs["copies"] = per_step.pop() if len(per_step) == 1 else 1
     if have_cycles:
         attrs["cycles"] = sum(float(d["cycles"]) for d in datas)
+    attrs["bytes"] = sum(
+        int(d.get("weight_bytes") or 0) + int(d.get("act_bytes") or 0) for d in datas
+    )
+    shapes = {tuple(o["shape"]) for d in datas for o in d.get("outputs", ())[:1]}
+    attrs["out_shape"] = list(next(iter(shapes))) if len(shapes) == 1 else None
     return attrs
 
 
 def pick_level(graph: nx.DiGraph, max_nodes: int = MAX_READABLE_NODES) -> str:
-    """The finest level whose folded graph has at most `max_nodes` nodes (else ``layers``)."""
-    for level in LEVELS[:-1]:
-        if len({_group_id(graph, n, a, level) for n, a in graph.nodes(data=True)}) <= max_nodes:
+    """The finest of `AUTO_LEVELS` with at most `max_nodes` folded nodes (else ``layers``)."""
+    for level in AUTO_LEVELS[:-1]:
+        if len(set(_group_ids(graph, level).values())) <= max_nodes:
             return level
-    return LEVELS[-1]
+    return AUTO_LEVELS[-1]
 
 
 def drop_fanout(

@@ -12,7 +12,10 @@ Layout choices, and why:
 - LAuReL and PLE blocks get dashed cluster and node borders: the specification puts them
   beside the critical path, and the picture should show whether the schedule agrees;
 - nodes that feed hundreds of others are left out (and named in the caption): one such node
-  keeps `dot` busy for minutes and its edges hide everything else.
+  keeps `dot` busy for minutes and its edges hide everything else;
+- a picture of one layer is wrapped into two columns: the edges into the FFN do not rank it
+  below attention, so FFN, AltUp correction and PLE stand beside AltUp prediction, attention
+  and LAuReL (the bold critical path shows the jump) instead of one column twice as tall.
 """
 
 from __future__ import annotations
@@ -173,10 +176,11 @@ def build_dag_picture(
                             block_cluster, folded, node, level, node in critical_groups, extra
                         )
 
+    wrap = _wraps(folded, level)
     for u, v, data in folded.edges(data=True):
         if (u, v) in hidden:
             continue
-        attrs = {}
+        attrs = {"constraint": "false"} if (u, v) in wrap else {}
         if data.get("count", 1) > 1:
             attrs["tooltip"] = f"{data['count']} tensors"
         if (u, v) in critical_edges:
@@ -324,6 +328,43 @@ def _nodes_text(count: int) -> str:
     return "1 node" if count == 1 else f"{count} nodes"
 
 
+def _shape_text(attrs: dict) -> str:
+    """``-> [512] f32`` for a node, ``-> 32 x [512]`` for a folded run of equal outputs."""
+    if attrs.get("count", 1) == 1:
+        outs = attrs.get("outputs") or []
+        if not outs:
+            return ""
+        first = outs[0]
+        dtype = _DTYPES.get(first.get("dtype"), first.get("dtype") or "")
+        more = f" (+{len(outs) - 1})" if len(outs) > 1 else ""
+        return f"-> {list(first['shape'])} {dtype}{more}".rstrip()
+    shape = attrs.get("out_shape")
+    if shape is None or attrs.get("macro"):
+        return ""
+    return f"-> {attrs['count']} x {list(shape)}"
+
+
+_DTYPES = {"float32": "f32", "float16": "f16", "float64": "f64", "int32": "i32", "uint8": "u8"}
+
+
+def _cost_text(attrs: dict) -> str:
+    """Bytes moved and cycles, when the graph was costed on a profile (model estimates)."""
+    if attrs.get("cycles") is None:
+        return ""
+    if attrs.get("count", 1) == 1:
+        moved = int(attrs.get("weight_bytes") or 0) + int(attrs.get("act_bytes") or 0)
+    else:
+        moved = int(attrs.get("bytes") or 0)
+    return f"{_bytes_text(moved)}, {float(attrs['cycles']):,.0f} cyc"
+
+
+def _bytes_text(n: int) -> str:
+    for unit, size in (("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
 def _label(node: str, attrs: dict, level: str, extra: list[str]) -> str:
     if level == "layers":
         scope = attrs["scope"]
@@ -334,14 +375,35 @@ def _label(node: str, attrs: dict, level: str, extra: list[str]) -> str:
     elif level == "blocks":
         lines = [style.block_title(attrs.get("block") or "?"), _nodes_text(attrs["count"])]
         lines.append(_mix_text(attrs["ops"]))
+    elif attrs.get("macro"):
+        times = f" x{attrs['copies']}" if attrs.get("copies", 1) > 1 else ""
+        lines = [_short_name(node, attrs), f"{attrs['macro']}{times} ({attrs['count']} instr.)"]
     elif attrs.get("tiles"):
         unit = " tiles" if attrs.get("op") in ("GEMV", "GEMM") else ""
         what = _op_text(attrs) or _mix_text(attrs["ops"])
         lines = [_short_name(node, attrs), f"{what} x{attrs['tiles']}{unit}"]
     else:
         lines = [_short_name(node, attrs), _op_text(attrs)]
+    if level not in ("layers", "blocks"):
+        lines += [_shape_text(attrs), _cost_text(attrs)]
     lines.extend(extra)
     return "\n".join(line for line in lines if line)
+
+
+WRAP_BLOCK = "ffn"
+
+
+def _wraps(folded: nx.DiGraph, level: str) -> set[tuple[str, str]]:
+    """Edges into the FFN from the rest of the layer, in a one-layer picture (else none)."""
+    scopes = {a["scope"] for _, a in folded.nodes(data=True)}
+    if level in ("blocks", "layers") or len(scopes) != 1 or not next(iter(scopes)).startswith("L"):
+        return set()
+    nodes = folded.nodes
+    return {
+        (u, v)
+        for u, v in folded.edges
+        if nodes[v].get("block") == WRAP_BLOCK and nodes[u].get("block") != WRAP_BLOCK
+    }
 
 
 def _spread_edges(folded: nx.DiGraph, critical_edges: set, limit: int) -> set:

@@ -4,37 +4,48 @@ in a DAG render, a Gantt chart and a dashboard.
 Lane classes get fill colours (DAG nodes are coloured by where they run); blocks get fill
 colours (Gantt bars are coloured by what part of the step they belong to); ops get Graphviz
 shapes (so GEMV, CVO, MEMCPY, MEMSET and HOST steps can be told apart in black and white).
-The colours are Tableau-10-like: distinct, readable with black text, and colour-blind safe
-enough for the six lane classes.
+
+Colours are chosen to stay apart for readers with protanopia, deuteranopia or tritanopia
+too: lanes use the Okabe-Ito palette; blocks come from Paul Tol's and Okabe-Ito's
+colour-blind safe palettes, picked so that the eight blocks of a layer (which stand side by
+side in a Gantt row) differ by CIEDE2000 ΔE ≥ 15 under every simulated colour vision, and all
+twelve by ≥ 7.5 (`tests/render/test_style.py` measures it).
 """
 
 from __future__ import annotations
 
 LANE_COLOURS: dict[str, str] = {
-    "gemv": "#4e79a7",  # blue: the weight-streaming matrix-vector cores
-    "gemm": "#9c755f",  # brown: the systolic array (idle in batch-1 decode)
-    "sfu": "#f28e2b",  # orange: the CVO special-function unit
-    "dma": "#76b7b2",  # teal: MEMCPY over ACP
-    "ctrl": "#bab0ac",  # grey: MEMSET into the constant caches
-    "host": "#e15759",  # red: the Cortex-A53 running ops with no instruction
+    "gemv": "#0072b2",  # blue: the weight-streaming matrix-vector cores
+    "gemm": "#cc79a7",  # reddish purple: the systolic array (idle in batch-1 decode)
+    "sfu": "#e69f00",  # orange: the CVO special-function unit
+    "dma": "#009e73",  # bluish green: MEMCPY over ACP
+    "ctrl": "#bbbbbb",  # grey: MEMSET into the constant caches
+    "host": "#d55e00",  # vermillion: the Cortex-A53 running ops with no instruction
 }
 
 # Fill of a collapsed node whose members run on more than one lane class.
 MIXED_COLOUR = "#d9d9d9"
 
+# The blocks of every layer, in step order.
+LAYER_BLOCKS = (
+    "const", "altup_pred", "attn", "laurel", "residual", "ffn", "altup_corr", "ple_mix",
+)  # fmt: skip
+
 BLOCK_COLOURS: dict[str, str] = {
-    "embed": "#8cd17d",
-    "altup_init": "#b6992d",
-    "ple_pre": "#f1ce63",
-    "const": "#bab0ac",
-    "altup_pred": "#86bcb6",
-    "attn": "#4e79a7",
-    "laurel": "#ff9d9a",
-    "residual": "#79706e",
-    "ffn": "#f28e2b",
-    "altup_corr": "#499894",
-    "ple_mix": "#d4a6c8",
-    "final": "#e15759",
+    # once per step
+    "embed": "#bbcc33",  # lime
+    "altup_init": "#ffaabb",  # pink
+    "ple_pre": "#33bbee",  # cyan
+    "final": "#aa3377",  # purple
+    # every layer
+    "const": "#eedd88",  # light yellow
+    "altup_pred": "#99ddff",  # light blue
+    "attn": "#0072b2",  # blue
+    "laurel": "#44aa99",  # teal
+    "residual": "#332288",  # indigo
+    "ffn": "#cc6677",  # rose
+    "altup_corr": "#882255",  # wine
+    "ple_mix": "#999933",  # olive
 }
 
 BLOCK_TITLES: dict[str, str] = {

@@ -4,8 +4,13 @@ Layout (``gemma3n-semantics.md``, "Checkpoint tensor names"): a directory with o
 tensor, ``model.language_model.<key>.npy``. An INT4 tensor is packed ``uint8 [rows, cols/2]``
 plus ``<full key>.scale.npy`` (float32, one scale per row); a float32 tensor is stored in its
 logical shape. ``manifest.json`` is written last, so its presence means the directory is
-complete. Like the pccx runtime, the reader takes either storage form for any 2-D tensor and a
-minimal manifest ``{"mode": "int4"}`` (then the caller must pass the config).
+complete. Like the pccx runtime, the reader takes either storage form for any 2-D tensor, a
+minimal manifest ``{"mode": "int4"}``, or no manifest at all (pccx's runtime treats it as
+optional). Without a config in the manifest, the config comes from the caller (a preset, or
+some fields from a ``--config`` JSON file) or is inferred from the tensor shapes
+(`pccx_flow.weights.infer`). A folder without a manifest still has to look finished: no
+temporary files of a writer in it, and every tensor file as long as its header says.
+Reading never writes anything into the folder.
 
 Nothing is read until it is used, and nothing is loaded whole: E4B is ~3.6 GB and a GEMV tile
 or an embedding row only needs a few rows. A `Checkpoint` pickles as its path and config only,
@@ -15,8 +20,10 @@ so the Dask executor can ship it to worker processes, which reopen the files the
 from __future__ import annotations
 
 import json
+import stat
 import threading
-from dataclasses import dataclass, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +37,7 @@ from pccx_flow.errors import (
 )
 from pccx_flow.model.config import PRESETS, Gemma3nConfig
 from pccx_flow.model.tensors import KEY_PREFIX, TensorSpec, tensor_manifest
+from pccx_flow.weights.infer import infer_config, with_overrides
 from pccx_flow.weights.int4 import dequantize_rows
 from pccx_flow.weights.npy import NpyHeader, open_readonly
 
@@ -37,6 +45,9 @@ MANIFEST_NAME = "manifest.json"
 FORMAT_NAME = "pccx-split-npy"
 FORMAT_VERSION = 1
 MODES = ("int4", "float32")
+# Names a writer gives files it has not finished; a folder holding one is being written.
+PARTIAL_SUFFIXES = (".tmp", ".part", ".partial", ".incomplete")
+MAX_JSON_BYTES = 1 << 20  # a config or manifest is a few kB; refuse anything past 1 MiB
 
 # Config fields that decide tensor shapes; a caller's config must agree with the manifest's.
 SHAPE_FIELDS = (
@@ -69,18 +80,68 @@ def short_key(key: str) -> str:
     return key[len(KEY_PREFIX) :] if key.startswith(KEY_PREFIX) else key
 
 
+def check_config_fields(data: object, where: str) -> dict:
+    """Check a (possibly partial) config object: known field names and plain-number values."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: the config must be a JSON object of config fields")
+    types = {f.name: f.type for f in fields(Gemma3nConfig)}
+    unknown = sorted(set(data) - set(types))
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown config fields {', '.join(unknown)}; known: {', '.join(types)}"
+        )
+    for k, v in data.items():
+        want = str(types[k])
+        ok = (
+            isinstance(v, str)
+            if want == "str"
+            else isinstance(v, int) and not isinstance(v, bool)
+            if want == "int"
+            else isinstance(v, int | float) and not isinstance(v, bool)
+        )
+        if not ok:
+            raise ConfigError(f"{where}: field {k} must be {'a ' + want}, got {v!r}")
+    return dict(data)
+
+
 def config_from_dict(data: dict, where: str) -> Gemma3nConfig:
     """Build a config from a manifest's ``config`` object, with a one-line error if it is bad."""
-    known = {f.name for f in fields(Gemma3nConfig)}
-    if not isinstance(data, dict):
-        raise WeightsError(f"{where}: 'config' must be an object")
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise WeightsError(f"{where}: unknown config fields {', '.join(unknown)}")
+    try:
+        data = check_config_fields(data, where)
+    except ConfigError as exc:
+        raise WeightsError(str(exc)) from None
     try:
         return Gemma3nConfig(**data)
     except TypeError as exc:
         raise WeightsError(f"{where}: incomplete config ({exc})") from None
+
+
+def read_small_json(path: Path, what: str) -> object:
+    """Parse a small JSON file; refuse FIFOs, devices and anything past `MAX_JSON_BYTES`."""
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise WeightsError(f"{what} {path}: cannot read it ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise WeightsError(f"{what} {path} is not a regular file; give a JSON file")
+    if info.st_size > MAX_JSON_BYTES:
+        raise WeightsError(f"{what} {path} is {info.st_size} bytes; a JSON config is a few kB")
+    try:
+        with open(path, "rb") as f:
+            text = f.read(MAX_JSON_BYTES + 1).decode("utf-8")
+        return json.loads(text)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise WeightsError(f"{what} {path}: not valid JSON ({exc})") from None
+
+
+def load_config_file(path: Path | str) -> dict:
+    """The fields of a ``--config`` JSON file: the manifest's ``config`` fields, any subset.
+
+    Fields it leaves out come from the checkpoint (its manifest, or its tensor shapes).
+    """
+    path = Path(path)
+    data = read_small_json(path, "--config")
+    return check_config_fields(data, f"--config {path}")
 
 
 def check_same_shapes(given: Gemma3nConfig, stored: Gemma3nConfig, where: str) -> None:
@@ -94,20 +155,39 @@ def check_same_shapes(given: Gemma3nConfig, stored: Gemma3nConfig, where: str) -
         )
 
 
-def read_manifest(directory: Path) -> dict:
-    """Load and sanity-check ``manifest.json``; raise `WeightsError` if absent or malformed."""
+def _looks_unfinished(directory: Path) -> str | None:
+    """The name of a writer's temporary file in `directory`, if there is one."""
+    for p in directory.iterdir():
+        if p.name.endswith(PARTIAL_SUFFIXES):
+            return p.name
+    return None
+
+
+def read_manifest(directory: Path) -> dict | None:
+    """Load and sanity-check ``manifest.json``; None for a finished folder without one.
+
+    Raises `WeightsError` if the folder is missing, holds no tensor files, is still being
+    written (a temporary file of a writer is in it), or the manifest is malformed.
+    """
     path = directory / MANIFEST_NAME
     if not directory.is_dir():
         raise WeightsError(f"checkpoint {directory} is not a directory; give a checkpoint folder")
-    if not path.is_file():
-        raise WeightsError(
-            f"checkpoint {directory} has no {MANIFEST_NAME}: it is incomplete or not a checkpoint;"
-            " rerun `pccx-flow weights synth` or `weights import`"
-        )
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise WeightsError(f"{path}: not valid JSON ({exc}); rewrite the manifest") from None
+    if not path.exists():
+        partial = _looks_unfinished(directory)
+        if partial is not None:
+            raise WeightsError(
+                f"checkpoint {directory} is still being written or was left half-written "
+                f"({partial} is a temporary file and there is no {MANIFEST_NAME}); wait for "
+                "the writer, or rewrite the checkpoint"
+            )
+        if not any(directory.glob(f"{KEY_PREFIX}*.npy")):
+            raise WeightsError(
+                f"checkpoint {directory} has no {MANIFEST_NAME} and no {KEY_PREFIX}*.npy "
+                "tensor files: it is not a checkpoint; write one with `pccx-flow weights synth` "
+                "or `weights import`"
+            )
+        return None
+    manifest = read_small_json(path, "manifest")
     if not isinstance(manifest, dict):
         raise WeightsError(f'{path}: must be a JSON object like {{"mode": "int4"}}')
     mode = manifest.get("mode")
@@ -119,23 +199,74 @@ def read_manifest(directory: Path) -> dict:
     return manifest
 
 
-def resolve_config(directory: Path, manifest: dict, config: Gemma3nConfig | None) -> Gemma3nConfig:
-    """The config a checkpoint is read with: the caller's, checked against the manifest's."""
-    where = f"checkpoint {directory}"
-    stored = None
+ConfigChoice = Gemma3nConfig | Mapping | None
+
+
+def _stored_config(directory: Path, manifest: dict | None) -> Gemma3nConfig | None:
+    if manifest is None:
+        return None
     if "config" in manifest:
-        stored = config_from_dict(manifest["config"], f"{directory / MANIFEST_NAME}")
-    elif manifest.get("preset") in PRESETS:
-        stored = PRESETS[manifest["preset"]]
-    if config is None:
-        if stored is None:
-            raise ConfigError(
-                f"{where}: its manifest names no config; pass one (CLI: --preset e4b or tiny)"
-            )
-        return stored
+        return config_from_dict(manifest["config"], f"{directory / MANIFEST_NAME}")
+    if manifest.get("preset") in PRESETS:
+        return PRESETS[manifest["preset"]]
+    return None
+
+
+def _check_against_shapes(directory: Path, config: Gemma3nConfig) -> None:
+    """Refuse a given config that the tensor shapes contradict, naming the first field."""
+    try:
+        seen = infer_config(directory).config
+    except WeightsError:
+        return  # shapes unreadable: opening the tensors reports the damaged file itself
+    diff = [f for f in SHAPE_FIELDS if getattr(config, f) != getattr(seen, f)]
+    if diff:
+        f = diff[0]
+        raise ConfigError(
+            f"checkpoint {directory}: its tensors have {f}={getattr(seen, f)} but config "
+            f"{config.name!r} has {f}={getattr(config, f)}; drop --preset to infer the config "
+            "from the tensor shapes, or pass --config FILE"
+        )
+
+
+def resolve_config_noted(
+    directory: Path, manifest: dict | None, config: ConfigChoice = None
+) -> tuple[Gemma3nConfig, str | None]:
+    """The config a checkpoint is read with, and a note when any of it was inferred.
+
+    `config` is a full `Gemma3nConfig` (a preset: checked against the manifest's config, or
+    against the tensor shapes when the manifest has none), a mapping of some config fields
+    (a ``--config`` file: they replace those fields of the manifest's or the inferred
+    config), or None.
+    """
+    where = f"checkpoint {directory}"
+    stored = _stored_config(directory, manifest)
+    if isinstance(config, Gemma3nConfig):
+        if stored is not None:
+            check_same_shapes(config, stored, where)
+        else:
+            _check_against_shapes(directory, config)
+        return config, None
+    overrides = check_config_fields(dict(config or {}), "--config")
+    note = None
     if stored is not None:
-        check_same_shapes(config, stored, where)
-    return config
+        base = stored
+    else:
+        inferred = infer_config(directory, name=overrides.get("name"))
+        base = inferred.config
+        assumed = {k: v for k, v in inferred.assumed.items() if k not in overrides}
+        note = replace(inferred, assumed=assumed).describe()
+    if not overrides:
+        return base, note
+    chosen = with_overrides(base, overrides, "--config")
+    check_same_shapes(chosen, base, where)
+    return chosen, note
+
+
+def resolve_config(
+    directory: Path, manifest: dict | None, config: ConfigChoice = None
+) -> Gemma3nConfig:
+    """The config a checkpoint is read with (see `resolve_config_noted`)."""
+    return resolve_config_noted(directory, manifest, config)[0]
 
 
 @dataclass
@@ -199,10 +330,17 @@ def _storage_of(header: NpyHeader, spec: TensorSpec, path: Path) -> str:
 class Checkpoint:
     """A checkpoint directory read through memory maps, tensor by tensor, on first use."""
 
-    def __init__(self, path: Path | str, config: Gemma3nConfig, manifest: dict | None = None):
+    def __init__(
+        self,
+        path: Path | str,
+        config: Gemma3nConfig,
+        manifest: dict | None = None,
+        config_note: str | None = None,
+    ):
         self.path = Path(path)
         self.config = config
         self._manifest = manifest
+        self.config_note = config_note  # what was inferred or assumed, for the user
         self._specs = {t.key: t for t in tensor_manifest(config)}
         self._opened: dict[str, _Opened] = {}
         self._lock = threading.Lock()
@@ -215,8 +353,8 @@ class Checkpoint:
         self.__init__(state["path"], state["config"])
 
     @property
-    def manifest(self) -> dict:
-        """The parsed ``manifest.json`` (read again after unpickling, on first use)."""
+    def manifest(self) -> dict | None:
+        """The parsed ``manifest.json``, None if the folder has none (read on first use)."""
         if self._manifest is None:
             self._manifest = read_manifest(self.path)
         return self._manifest
@@ -298,12 +436,16 @@ class Checkpoint:
         return t.data
 
 
-def open_checkpoint(path: Path | str, config: Gemma3nConfig | None = None) -> Checkpoint:
+def open_checkpoint(path: Path | str, config: ConfigChoice = None) -> Checkpoint:
     """Open a checkpoint directory; tensors are checked and mapped on first use.
 
-    `config` is required when the manifest is the minimal ``{"mode": "int4"}``; when the
-    manifest has a config too, the two must agree on every shape.
+    `config`: a `Gemma3nConfig` (it must agree with the manifest's config, or with the tensor
+    shapes when there is none), a mapping of some config fields (e.g. from
+    `load_config_file`; the rest comes from the manifest or the shapes), or None (the
+    manifest's config, else one inferred from the shapes: `Checkpoint.config_note` then says
+    what was inferred and assumed).
     """
     directory = Path(path)
     manifest = read_manifest(directory)
-    return Checkpoint(directory, resolve_config(directory, manifest, config), manifest)
+    chosen, note = resolve_config_noted(directory, manifest, config)
+    return Checkpoint(directory, chosen, manifest, note)

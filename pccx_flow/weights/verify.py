@@ -19,9 +19,10 @@ from pccx_flow.model.config import Gemma3nConfig
 from pccx_flow.model.tensors import tensor_manifest
 from pccx_flow.weights.checkpoint import (
     MANIFEST_NAME,
+    ConfigChoice,
     open_tensor,
     read_manifest,
-    resolve_config,
+    resolve_config_noted,
     scale_path,
     tensor_path,
 )
@@ -48,21 +49,25 @@ def _non_finite(a: np.ndarray) -> bool:
     return False
 
 
-def inspect_checkpoint(path: Path | str, config: Gemma3nConfig | None = None) -> CheckReport:
-    """Inspect every file of a checkpoint; a bad or absent manifest is itself a problem.
+def inspect_checkpoint(path: Path | str, config: ConfigChoice = None) -> CheckReport:
+    """Inspect every file of a checkpoint; a bad manifest or an unfinished folder is a problem.
 
-    Raises `ConfigError` only when no config can be found (minimal manifest, none passed) or
-    the given one disagrees with the manifest: those are usage errors, not damaged files.
+    A folder without a manifest is checked against the config it is opened with (given, or
+    inferred from its shapes; the inference is reported as a note). Raises `ConfigError` only
+    when the given config disagrees with the manifest or the shapes: a usage error, not a
+    damaged file.
     """
     directory = Path(path)
     report = CheckReport(directory, None)
     try:
         manifest = read_manifest(directory)
+        config, note = resolve_config_noted(directory, manifest, config)
     except WeightsError as exc:
         report.problems.append(str(exc))
         return report
-    config = resolve_config(directory, manifest, config)
     report.config = config
+    if note:
+        report.notes.append(note)
     expected = {MANIFEST_NAME}
     for spec in tensor_manifest(config):
         data_file, scale_file = tensor_path(directory, spec.key), scale_path(directory, spec.key)
@@ -97,7 +102,7 @@ def inspect_checkpoint(path: Path | str, config: Gemma3nConfig | None = None) ->
     return report
 
 
-def verify_checkpoint(path: Path | str, config: Gemma3nConfig | None = None) -> list[str]:
+def verify_checkpoint(path: Path | str, config: ConfigChoice = None) -> list[str]:
     """Problems of a checkpoint, one line each; empty when it is usable.
 
     Unknown extra files are not problems; `inspect_checkpoint` lists them as notes.

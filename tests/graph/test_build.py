@@ -311,10 +311,11 @@ def test_gemma3n_has_the_extra_nodes():
     assert rules(p) == {"pre.embed.fetch": "clip", "pre.ple_pre.fetch": "clip"}
     assert rules(q) == {"pre.embed.fetch": "none", "pre.ple_pre.fetch": "zero_if_oob"}
 
-    def ddof(g):
-        return {a["params"]["ddof"] for _, a in g.nodes(data=True) if "ddof" in a["params"]}
+    # both semantics divide the gate's variance by N (population std, spec 002 §4)
+    def var_scale(g):
+        return {a["params"]["scale"] for n, a in g.nodes(data=True) if n.endswith("ffn.var")}
 
-    assert ddof(p) == {1} and ddof(q) == {0}
+    assert var_scale(p) == var_scale(q) == {1.0 / cfg.ffn}
 
 
 def test_cut_graph_reads_crossing_values_from_the_state():

@@ -33,8 +33,23 @@ def test_built_tiny_graphs_pass(semantics, position, layers):
     check_graph(build_decode_graph("tiny", semantics=semantics, position=position, layers=layers))
 
 
-def test_built_e4b_graph_passes(e4b):
-    check_graph(e4b)
+def test_built_e4b_graph_passes_with_evidence_for_each_invariant(e4b):
+    proofs = dict(check_graph(e4b))
+    assert proofs["LAuReL ∥ attention"] == "no path between them in any of 35 layers (0-34)"
+    assert proofs["KV sharing"] == (
+        "layers 0-19 write their own K and V rows; layers 20-34 project no K/V and read the "
+        "slots of 18 (local), 19 (global)"
+    )
+    assert proofs["sparse gate"].startswith("a Gaussian top-k cutoff on layers 0-9, on none")
+    assert "1e6 on layers 4, 9, 14, 19, 24, 29, 34, 1e4 on the other 28" in proofs["RoPE θ cycle"]
+    assert f"{e4b.number_of_nodes():,} nodes" in proofs["acyclic"]
+
+
+def test_evidence_covers_only_the_layers_of_a_cut_graph():
+    proofs = dict(check_graph(build_decode_graph("tiny", position=3, layers=(6, 8))))
+    assert proofs["KV sharing"] == "layers 6-7 project no K/V and read the slots of 3 (local)"
+    assert proofs["sparse gate"].startswith("no sparse layer here")
+    assert proofs["RoPE θ cycle"].endswith("θ = 1e4 on all 2 layers")
 
 
 def _raises(graph, *fragments):

@@ -22,6 +22,9 @@ def test_check_tiny_prints_ok_counts_and_labelled_bounds(capsys):
     for op in ("GEMV", "CVO", "HOST", "MEMCPY", "MEMSET", "total"):
         assert f"\n{op}" in out
     assert "model estimate, profile v002-spec" in out and "tok/s" in out
+    lines = out.splitlines()
+    assert lines[1] == "invariants verified on this graph:"
+    assert "  ok  LAuReL ∥ attention  no path between them in any of 10 layers (0-9)" in lines
 
 
 def test_check_e4b_default(capsys):

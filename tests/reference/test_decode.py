@@ -217,12 +217,12 @@ def _gelu64(x):
 
 
 def test_sparse_gate_statistics_follow_the_semantics(run, tiny_config):
-    """pccx: sample std (ddof=1); gemma3n: population std (ddof=0); z = 1.6448536."""
+    """Both semantics: population std (ddof=0, spec 002 §4); z = 1.6448536."""
     semantics, _, traces, _ = run
     trace = traces[3]
     for i in range(tiny_config.n_sparse_layers):
         gate = [float(g) for g in trace[f"L{i}.gate_raw"]]
-        std = statistics.stdev(gate) if semantics == "pccx" else statistics.pstdev(gate)
+        std = statistics.pstdev(gate)
         cutoff = statistics.fmean(gate) + 1.6448536 * std
         sparse = np.maximum(np.array(gate) - cutoff, 0.0)
         want = _gelu64(sparse) * trace[f"L{i}.up_out"]

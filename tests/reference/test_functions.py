@@ -83,15 +83,25 @@ def test_gqa_attention_groups_four_query_heads_per_kv_head_without_scaling():
     np.testing.assert_allclose(gqa_attention(q, k, v), want.reshape(-1), rtol=1e-5, atol=1e-5)
 
 
-def test_gaussian_topk_gate_uses_the_requested_standard_deviation():
+def test_gaussian_topk_gate_uses_the_population_standard_deviation():
     g = RNG.normal(size=200).astype(np.float32)
     vals = [float(t) for t in g]
-    for ddof, std in ((1, statistics.stdev(vals)), (0, statistics.pstdev(vals))):
-        cutoff = statistics.fmean(vals) + 1.6448536 * std
-        want = np.maximum(np.array(vals) - cutoff, 0.0)
-        got = gaussian_topk_gate(g, 1.6448536, ddof)
-        np.testing.assert_allclose(got, want, atol=1e-5)
-        assert 0 < np.count_nonzero(got) < 0.15 * g.size  # roughly the top 5 % survive
+    cutoff = statistics.fmean(vals) + 1.6448536 * statistics.pstdev(vals)
+    want = np.maximum(np.array(vals) - cutoff, 0.0)
+    got = gaussian_topk_gate(g, 1.6448536)
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    assert 0 < np.count_nonzero(got) < 0.15 * g.size  # roughly the top 5 % survive
+
+
+def test_gaussian_topk_gate_keeps_what_only_the_population_std_keeps():
+    """[-1, -1, -1, 3]: mean 0; population std √3 → cutoff 2.849, 3 survives by 0.151.
+
+    The sample std (2, cutoff 3.290) would zero every element, so this vector tells the two
+    rules apart (spec 002 §4 divides the variance by N; pccx's runtime uses ``np.std``).
+    """
+    got = gaussian_topk_gate(np.array([-1.0, -1.0, -1.0, 3.0], dtype=np.float32), 1.6448536)
+    assert got.tolist() == pytest.approx([0.0, 0.0, 0.0, 3.0 - 1.6448536 * 1.7320508075688772])
+    assert np.count_nonzero(got) == 1
 
 
 def test_softcap_bounds_logits_and_is_nearly_identity_near_zero():

@@ -28,9 +28,8 @@ def test_one_tiny_layer_in_full_detail(tmp_path, capsys):
     assert {"cluster_L03", "cluster_L03_attn", "cluster_L03_ffn", "cluster_legend"} <= set(
         svg["clusters"]
     )
-    assert any(
-        "longest path by node count (no hardware profile given)" in c for c in svg["caption"]
-    )
+    # the default profile (v002-spec) costs the graph: the bold path is the min-cost one
+    assert any("bold: min-cost critical path" in c and "v002-spec" in c for c in svg["caption"])
 
 
 @needs_dot
@@ -84,12 +83,16 @@ def test_profile_bolds_the_min_cost_critical_path(tmp_path):
 
 
 @needs_dot
-def test_one_e4b_layer_folds_its_tiles(tmp_path, capsys):
+def test_one_e4b_layer_folds_tiles_and_macros_and_shows_shapes_and_costs(tmp_path, capsys):
     out = tmp_path / "l7.svg"
     assert main(["render", "--layer", "7", "-o", str(out)]) == 0
-    assert "collapse level tiles (picked automatically)" in capsys.readouterr().out
+    assert "collapse level macros (picked automatically)" in capsys.readouterr().out
     svg = parse_svg(out)
-    assert "GEMV x32 tiles" in svg["nodes"]["L07.ffn.gate"]["texts"]  # 16384 rows / 512
+    gate = svg["nodes"]["L07.ffn.gate"]["texts"]
+    assert "GEMV x32 tiles" in gate  # 16384 rows / 512
+    assert "-> 32 x [512]" in gate  # each tile writes 512 outputs
+    assert any(t.endswith(" cyc") and "MB" in t for t in gate)  # costed on v002-spec
+    assert "RMSNorm (7 instr.)" in svg["nodes"]["L07.ffn.pre_norm"]["texts"]
 
 
 def test_missing_dot_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):

@@ -91,11 +91,31 @@ def test_scope_comes_from_the_id_or_the_layer():
 
 def test_pick_level_is_the_finest_level_under_the_limit():
     g = make_toy_graph(2)
-    sizes = {lvl: collapse(g, lvl)[0].number_of_nodes() for lvl in ("none", "tiles", "blocks")}
+    sizes = {lvl: collapse(g, lvl)[0].number_of_nodes() for lvl in ("none", "macros", "blocks")}
     assert pick_level(g, max_nodes=sizes["none"]) == "none"
-    assert pick_level(g, max_nodes=sizes["none"] - 1) == "tiles"
-    assert pick_level(g, max_nodes=sizes["tiles"] - 1) == "blocks"
+    assert pick_level(g, max_nodes=sizes["none"] - 1) == "macros"  # auto skips plain tiles
+    assert pick_level(g, max_nodes=sizes["macros"] - 1) == "blocks"
     assert pick_level(g, max_nodes=sizes["blocks"] - 1) == "layers"
+
+
+def test_macros_fold_each_norm_softmax_rope_and_sparse_gate_into_one_node():
+    from pccx_flow.graph.build import build_decode_graph
+
+    g = build_decode_graph("tiny", position=5, layers=(1, 2))  # layer 1: local, sparse
+    folded, group_of = collapse(g, "macros")
+    norm = folded.nodes["L01.ffn.pre_norm"]
+    assert norm["macro"] == "RMSNorm" and norm["count"] == 7 and norm["copies"] == 1
+    steps = [n for n in g if n.startswith("L01.ffn.pre_norm.")]
+    assert len(steps) == 7 and {group_of[n] for n in steps} == {"L01.ffn.pre_norm"}
+    q_norm = folded.nodes["L01.attn.q_norm"]  # one RMSNorm per query head
+    assert (q_norm["macro"], q_norm["copies"], q_norm["count"]) == ("RMSNorm", 8, 56)
+    assert folded.nodes["L01.attn.softmax"]["macro"] == "softmax"
+    assert folded.nodes["L01.attn.rope"]["macro"] == "RoPE sin/cos"
+    topk = folded.nodes["L01.ffn.topk"]
+    assert topk["macro"] == "Gaussian top-k"
+    assert {group_of[n] for n in g if ".ffn.cutoff" in n or ".ffn.var" in n} == {"L01.ffn.topk"}
+    assert folded.nodes["L01.ffn.gate"].get("macro") is None  # a tile group stays tiles
+    assert nx.is_directed_acyclic_graph(folded)
 
 
 def test_drop_fanout_leaves_out_nodes_that_feed_too_many():

@@ -231,3 +231,17 @@ def test_layer_clusters_are_stacked_top_to_bottom(tmp_path, level):
     ranges = [_cluster_y_range(out, f"cluster_L{i:02d}") for i in range(4)]
     for (_, bottom), (top, _) in zip(ranges, ranges[1:], strict=False):
         assert bottom < top
+
+
+def test_a_one_layer_picture_wraps_at_the_ffn():
+    from pccx_flow.graph.build import build_decode_graph
+    from pccx_flow.render.dag import build_dag_picture, layer_view
+
+    g = build_decode_graph("tiny", position=5)
+    one = build_dag_picture(layer_view(g, (3, 4)), level="macros").source
+    into_ffn = [line for line in one.splitlines() if '-> "L03.ffn.' in line]
+    from_ffn_block = [line for line in into_ffn if line.strip().startswith('"L03.ffn.')]
+    wrapped = [line for line in into_ffn if "constraint=false" in line]
+    assert wrapped and set(wrapped) == set(into_ffn) - set(from_ffn_block)
+    two = build_dag_picture(layer_view(g, (3, 5)), level="macros").source
+    assert "constraint=false" not in two  # several layers stack as before

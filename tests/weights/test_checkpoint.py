@@ -118,12 +118,13 @@ def test_int4_form_of_a_float32_matrix_is_accepted(ckpt_copy):
     np.testing.assert_array_equal(ck.tensor(key), dequantize_rows(packed, scale))
 
 
-def test_minimal_manifest_needs_a_config(ckpt_copy, tiny_config):
+def test_minimal_manifest_takes_a_preset_or_infers_the_config(ckpt_copy, tiny_config):
     (ckpt_copy / "manifest.json").write_text('{"mode": "int4"}')
-    with pytest.raises(ConfigError, match="--preset"):
-        open_checkpoint(ckpt_copy)
     ck = open_checkpoint(ckpt_copy, tiny_config)
-    assert ck.tensor("norm.weight").shape == (64,)
+    assert ck.tensor("norm.weight").shape == (64,) and ck.config_note is None
+    inferred = open_checkpoint(ckpt_copy)
+    assert inferred.config == tiny_config  # tiny's shapes: tiny's unseen fields too
+    assert "as preset tiny" in inferred.config_note and "max_seq=64" in inferred.config_note
 
 
 def test_config_that_disagrees_with_manifest(tiny_ckpt_dir):
@@ -139,8 +140,12 @@ def test_missing_or_bad_manifest(ckpt_copy, tmp_path):
     with pytest.raises(WeightsError, match="mode"):
         open_checkpoint(ckpt_copy)
     (ckpt_copy / "manifest.json").unlink()
-    with pytest.raises(WeightsError, match="incomplete"):
+    (ckpt_copy / "norm.weight.npy.tmp").write_bytes(b"")
+    with pytest.raises(WeightsError, match="being written"):
         open_checkpoint(ckpt_copy)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(WeightsError, match="not a checkpoint"):
+        open_checkpoint(tmp_path / "empty")
     with pytest.raises(WeightsError, match="not a directory"):
         open_checkpoint(tmp_path / "nowhere")
 

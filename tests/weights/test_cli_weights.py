@@ -70,12 +70,20 @@ def test_verify_reports_problems_with_exit_1(tiny_ckpt_dir, tmp_path, capsys):
     assert "float64" in lines[1] and "up_proj.weight is missing" in lines[2]  # manifest order
 
 
+def test_verify_of_a_missing_folder_is_a_usage_error(tmp_path, capsys):
+    code, out, err = run(capsys, "weights", "verify", str(tmp_path / "nowhere"))
+    assert_one_line_error(code, err)
+    assert code == 2 and err.startswith("pccx-flow: error: ") and "is not a folder" in err
+    assert out == ""
+
+
 def test_verify_without_config(tiny_ckpt_dir, tmp_path, capsys):
     ck = shutil.copytree(tiny_ckpt_dir, tmp_path / "ck")
     (ck / "manifest.json").write_text(json.dumps({"mode": "int4"}))
-    code, _, err = run(capsys, "weights", "verify", str(ck))
-    assert_one_line_error(code, err)
-    assert "--preset" in err
+    code, out, _ = run(capsys, "weights", "verify", str(ck))
+    note, ok = out.strip().splitlines()
+    assert code == 0 and ok.startswith("ok: 251 tensors") and ok.endswith("preset tiny")
+    assert note.startswith("note: config inferred from tensor shapes: hidden=64 ffn=256")
     code, out, _ = run(capsys, "weights", "verify", str(ck), "--preset", "tiny")
     assert code == 0 and out.startswith("ok:")
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from pccx_flow.errors import ConfigError
+from pccx_flow.model.config import get_config
 from pccx_flow.weights.checkpoint import scale_path, tensor_path
 from pccx_flow.weights.verify import inspect_checkpoint, verify_checkpoint
 
@@ -65,9 +66,13 @@ def test_extra_files_are_notes(ckpt_copy):
 
 def test_manifest_problems(ckpt_copy, tiny_config):
     (ckpt_copy / "manifest.json").write_text('{"mode": "int4"}')
-    with pytest.raises(ConfigError):
-        verify_checkpoint(ckpt_copy)
+    with pytest.raises(ConfigError, match="its tensors have hidden=64 but config 'e4b'"):
+        verify_checkpoint(ckpt_copy, get_config("e4b"))  # the shapes contradict the preset
     assert verify_checkpoint(ckpt_copy, tiny_config) == []
     (ckpt_copy / "manifest.json").unlink()
+    report = inspect_checkpoint(ckpt_copy)
+    assert report.problems == [] and report.config == tiny_config
+    assert report.notes[0].startswith("config inferred from tensor shapes")
+    tensor_path(ckpt_copy, "embed_tokens.weight").unlink()
     problems = verify_checkpoint(ckpt_copy)
-    assert len(problems) == 1 and "manifest.json" in problems[0]
+    assert len(problems) == 1 and "pass --preset NAME or --config FILE" in problems[0]
