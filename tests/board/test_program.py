@@ -91,3 +91,15 @@ def test_emit_and_disasm_commands(tmp_path, capsys):
     listing = capsys.readouterr().out
     assert "GEMV dest=" in listing and "KICK" in listing and "fence" in listing
     assert "host step" in listing
+
+
+def test_emit_that_does_not_fit_is_one_line(tmp_path, capsys):
+    small = tmp_path / "small.toml"
+    small.write_text(
+        '[profile]\nname = "small-l2"\nextends = "v002-spec"\n\n[memory]\n'
+        'l2_bytes = { value = 4096, tag = "assumed", note = "a deliberately small L2" }\n'
+    )
+    assert main(["emit", "--preset", "tiny", "--position", "3", "--profile", str(small)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("pccx-flow: error: does not fit: tensor ") and "peak" in err
