@@ -85,6 +85,8 @@ class _Lowering:
         self.slots = SlotCache(profile.memory.const_cache_slots)
         self.slot_users: dict[int, int] = {}  # slot -> last word index that pointed at it
         self.ddr = ddr_layout(config)
+        self.slot_tensor: dict[str, int] = {}  # MEMSET outputs: tensor -> constant slot
+        self.slot_value: dict[str, float] = {}  # ... and its exact value
         self.batch_start: int | None = None
         self.done_upto = 0  # every word below this index has completed (after a fence)
         self.fences = 0
@@ -107,6 +109,8 @@ class _Lowering:
             for t in d["inputs"]:
                 self.info.setdefault(t["name"], t)
                 self.last_use[t["name"]] = max(self.last_use.get(t["name"], -1), pos[n])
+            if d["op"] == "MEMSET":
+                continue  # its value lives in a constant slot, not in L2
             if d["op"] != "HOST":
                 for t in d["inputs"] + d["outputs"]:
                     self.npu.add(t["name"])
@@ -128,10 +132,36 @@ class _Lowering:
                     continue
                 for p in key:
                     self.group_of[p] = key
+        # GEMV with accm accumulates into its destination: its accumulator input and its
+        # output share one region when nothing else reads the accumulator (a chain of
+        # accm GEMVs then lives in the region of its last output).
+        n_readers: dict[str, int] = defaultdict(int)
+        for n in self.order:
+            for t in g.nodes[n]["inputs"]:
+                n_readers[t["name"]] += 1
+        self.alias: dict[str, str] = {}
+        self.accm_copies = 0
+        for n in self.order:
+            d = g.nodes[n]
+            if d["op"] != "GEMV" or not d["flags"].get("accm"):
+                continue
+            acc = operand_groups(d)[1]
+            out = d["outputs"][0]["name"]
+            if len(acc) == 1 and n_readers[acc[0]] == 1 and acc[0] not in self.group_of:
+                self.alias[acc[0]] = out
+            else:
+                self.accm_copies += 1
+        chain_last: dict[str, int] = {}
+        for t in self.last_use:
+            r = self.rep(t)
+            chain_last[r] = max(chain_last.get(r, -1), self.last_use[t])
+        self.chain_last = chain_last
+        for t in list(self.low):
+            self.low.add(self.rep(t))
         # A group is live from its first member's birth to its last member's last use.
         self.group_last: dict[tuple, int] = {}
         for key in set(self.group_of.values()):
-            self.group_last[key] = max(self.last_use[p] for p in key)
+            self.group_last[key] = max(chain_last.get(p, self.last_use[p]) for p in key)
         self.region: dict[str, tuple[int, int]] = {}  # tensor -> (addr, words)
         self.group_region: dict[tuple, int] = {}
         self.writer: dict[str, tuple[int, str]] = {}  # tensor -> (word index, engine)
@@ -141,8 +171,24 @@ class _Lowering:
         # they go back to the free list at the next fence (so no overwrite needs its own fence).
         self.quarantine: list[tuple[int, int]] = []
 
+    def rep(self, name: str) -> str:
+        """The tensor whose region `name` lives in (itself unless it is an accm accumulator)."""
+        while name in self.alias:
+            name = self.alias[name]
+        return name
+
     def _alloc(self, name: str, node: str, index: int) -> None:
         if name in self.region or name not in self.npu:
+            return
+        r = self.rep(name)
+        if r != name:
+            self._alloc_rep(r, node, index)
+            self.region[name] = self.region[r]
+            return
+        self._alloc_rep(name, node, index)
+
+    def _alloc_rep(self, name: str, node: str, index: int) -> None:
+        if name in self.region:
             return
         key = self.group_of.get(name)
         if key is not None:
@@ -160,7 +206,7 @@ class _Lowering:
         w = words_for(tensor_bytes(self.info[name]))
         addr = self._take(w, name in self.low, name, node, index)
         self.region[name] = (addr, w)
-        self.free_at[self.last_use[name]].append((addr, w, (name,)))
+        self.free_at[self.chain_last[name]].append((addr, w, (name,)))
 
     def _take(self, words: int, low: bool, name: str, node: str, index: int) -> int:
         addr = self.l2.alloc(words, low=low)
@@ -284,16 +330,21 @@ class _Lowering:
             for t in outs:
                 self.writer[t] = (index, engine)
             for t in ins:
-                self.readers[t][engine] = index
+                self.readers[self.rep(t)][engine] = index
             for slot in extra.pop("_slots", []):
                 self.slot_users[slot] = index
             self.prog.operands[index] = {
-                "inputs": {t: list(self.region[t]) for t in ins if t in self.region},
-                "outputs": {t: list(self.region[t]) for t in outs if t in self.region},
+                "inputs": {t: self._where(t) for t in ins if t in self.region},
+                "outputs": {t: self._where(t) for t in outs if t in self.region},
             }
             if extra:
                 self.prog.streams[index] = extra
         self._release(self.pos[n])
+
+    def _where(self, t: str) -> list:
+        """``[addr, words, elements, dtype]`` of a tensor in L2."""
+        addr, words = self.region[t]
+        return [addr, words, math.prod(self.info[t]["shape"]), self.info[t]["dtype"]]
 
     def _host(self, n: str, d: dict, ins: list[str], outs: list[str]) -> None:
         for t in outs:
@@ -311,8 +362,20 @@ class _Lowering:
                 "node": n,
                 "func": d["func"],
                 "kernel": d["kernel"],
-                "reads": {t: list(self.region[t]) for t in ins if t in self.region},
-                "writes": {t: list(self.region[t]) for t in outs if t in self.region},
+                "call": {
+                    "params": d["params"],
+                    "flags": d["flags"],
+                    "weight": d["weight"],
+                    "inputs": d["inputs"],
+                    "outputs": d["outputs"],
+                },
+                "reads": {t: self._where(t) for t in ins if t in self.region},
+                "writes": {t: self._where(t) for t in outs if t in self.region},
+                "slot_reads": {
+                    t: [self.slot_tensor[t], self.slot_value[t]]
+                    for t in ins
+                    if t in self.slot_tensor
+                },
             }
         )
         for t in outs:
@@ -325,7 +388,8 @@ class _Lowering:
         if op == "CVO":
             first = ins[0]
             span = d["params"].get("span")
-            a, b = span if span else (0, math.prod(first["shape"]))
+            whole = sum(math.prod(self.info[t]["shape"]) for t in operand_groups(d)[0])
+            a, b = span if span else (0, whole)
             off = a * DTYPE_BYTES.get(first["dtype"], 4)
             if off % 16:
                 raise IsaError(f"node {n}: CVO span start {a} is not on a 128-bit word")
@@ -342,7 +406,9 @@ class _Lowering:
             if d["kernel"] == "cvo_scale_const":
                 hi, lo = f32_halves(d["params"]["scale"])
                 slot = self._slot("fmap_shape", hi, lo, 0, n, "SCALE constant (float32 bits)")
-                extra = {"scalar_slot": slot, "_slots": [slot]}
+                # the slot holds float32 bits (the hardware's scalar); the exact value is kept
+                # beside it for a float64 check of the program's math
+                extra = {"scalar_slot": slot, "scalar": d["params"]["scale"], "_slots": [slot]}
             return word, extra
         if op == "MEMSET":
             hi, lo = f32_halves(d["params"].get("value", 0.0))
@@ -353,6 +419,10 @@ class _Lowering:
                 {"word": len(self.prog.words), "slot": slot, "value": [hi, lo, 0],
                  "cache": "fmap_shape", "meaning": f"{d['params'].get('what')} (float32 bits)"}
             )  # fmt: skip
+            for t in outs:
+                self.slot_tensor[t["name"]] = slot
+                self.slot_value[t["name"]] = d["params"].get("value", 0.0)
+            self.slot_users[slot] = len(self.prog.words)
             return encode("MEMSET", dest_cache="fmap_shape", slot=slot, a=hi, b=lo), {}
         if op == "MEMCPY":
             return self._memcpy(n, d)
@@ -368,11 +438,18 @@ class _Lowering:
         if d["weight"]:
             w = d["weight"]
             cols = (w["cols"][1] - w["cols"][0]) if "cols" in w else cols
-            extra["weight"] = weight_stream(self.ddr, w, d["params"].get("layout", "out_in"))
+            layout = d["params"].get("layout", "out_in")
+            extra["weight"] = weight_stream(self.ddr, w, layout)
+            extra["weight"].update(rows=w["rows"], cols=w.get("cols"), layout=layout)
         else:
             # attention: the "matrix" is the KV rows in L2 (second operand)
-            kv = groups[1] if len(groups) > 1 else x
+            kv = [t for grp in groups[1:] for t in grp] or x
             extra["matrix_operand"] = list(kv)
+            p = d["params"]
+            extra["attention"] = {
+                k: p[k] for k in ("keys", "kv_head", "head_dim", "has_past") if k in p
+            }
+            extra["attention"]["kind"] = d["kernel"]
         size = self._slot("fmap_shape", cols & 0xFFFF, cols >> 16, 1, n, "GEMV input length")
         shape = self._slot("weight_shape", rows, cols & 0xFFFF, cols >> 16, n, "GEMV tile shape")
         extra["_slots"] = [size, shape]
@@ -395,7 +472,7 @@ class _Lowering:
         local = out["name"] if to_npu else d["inputs"][0]["name"]
         parts = self.group_of.get(local, (local,))
         local_words = sum(self.region[p][1] for p in parts)
-        nbytes = tensor_bytes(out) if to_npu else tensor_bytes(d["inputs"][0])
+        nbytes = tensor_bytes(out) if to_npu else sum(tensor_bytes(self.info[q]) for q in parts)
         slot = self._slot(
             "fmap_shape", local_words & 0xFFFF, local_words >> 16, 0, n, "MEMCPY length (words)"
         )
@@ -415,11 +492,24 @@ class _Lowering:
             row = region["row_bytes"]
             first = p["positions"][0] if kind == "kv_read" else p["position"]
             stream["ddr_offset"] = region["offset"] + first * row
-            stream["ddr_bytes"] = math.prod(out["shape"]) * 2  # float16 rows in DDR
+            cache_dtype = out["dtype"]
+            stream["kv"] = {
+                "layer": p["cache_layer"],
+                "kind": p["kind"],
+                "first_row": first,
+                "dtype": cache_dtype,
+            }
+            stream["kv"]["rows"] = p["positions"][1] - p["positions"][0] if kind == "kv_read" else 1
+            stream["ddr_bytes"] = math.prod(out["shape"]) * DTYPE_BYTES[cache_dtype]
         elif kind == "embed_fetch":
             region = self.ddr["tensors"][d["weight"]["key"]]
             stream["ddr_offset"] = region["offset"]
-            stream["row_rule"] = "row = token_id (clipped), fetched by the host into this stream"
+            stream["embed"] = {
+                "key": d["weight"]["key"],
+                "id_rule": p.get("id_rule", "none"),
+                "id_limit": p.get("id_limit", 0),
+            }
+            stream["row_rule"] = "the host points this stream at row token_id (after id_rule)"
         return word, stream
 
 
@@ -431,6 +521,10 @@ def lower(graph: nx.DiGraph, schedule, profile, config) -> Program:
     lw._fence("end of step")
     prog = lw.prog
     prog.l2 = {t: {"addr": a, "words": w} for t, (a, w) in lw.region.items()}
+    # an operand of several parts is one allocation: record it whole as well
+    for key, addr in lw.group_region.items():
+        words = sum(lw.region[p][1] for p in key)
+        prog.l2["+".join(key)] = {"addr": addr, "words": words, "parts": list(key)}
     prog.ddr = lw.ddr
     prog.meta = {
         "config": config.name,
@@ -474,6 +568,7 @@ def summarise(lw: _Lowering) -> dict:
         "cvo_window_peak_bytes": l2.high_water * 16,
         "cvo_reach_bytes": l2.reach_words * 16,
         "split_operands": lw.split_operands,
+        "accm_copies": lw.accm_copies,
         "slots_used": len(lw.slots.used),
         "slot_hits": lw.slots.hits,
         "slot_evictions": lw.slots.evictions,

@@ -58,6 +58,7 @@ def format_summary(summary: dict, meta: dict) -> str:
             "reach",
             f"  split operands {s['split_operands']} (multi-part operands not contiguous in L2: "
             "need a host gather)",
+            f"  accm copies    {s['accm_copies']} (accm GEMVs whose accumulator is read elsewhere)",
             f"  const slots    {s['slots_used']} of 64 used, {s['slot_hits']} reuses, "
             f"{s['slot_evictions']} evictions",
             f"  DDR image      {s['ddr_image_bytes']:,} B (weights + float16 KV cache)",

@@ -26,6 +26,7 @@ SUBCOMMANDS = (
     "trace",
     "emit",
     "disasm",
+    "emulate",
     "isa",
 )
 

@@ -13,10 +13,10 @@ from pccx_flow.schedule import run_policy
 CASES = [("v002-spec", "critical-path"), ("v002-as-built", "heft"), ("v002-spec", "random")]
 
 
-def lowered(profile_name: str, policy: str, position: int = 9):
+def lowered(profile_name: str, policy: str, position: int = 9, semantics: str = "pccx"):
     profile = load_profile(profile_name)
     config = get_config("tiny")
-    graph = build_decode_graph(config, semantics="pccx", position=position, profile=profile)
+    graph = build_decode_graph(config, semantics=semantics, position=position, profile=profile)
     schedule = run_policy(graph, profile, policy, seed=1)
     return graph, schedule, profile, lower(graph, schedule, profile, config)
 

@@ -81,7 +81,9 @@ def test_l2_regions_of_live_tensors_never_overlap(tiny_program):
             dies.setdefault(t["name"], order[n])
         for t in d["inputs"]:
             dies[t["name"]] = max(dies.get(t["name"], -1), order[n])
-    regions = sorted((r["addr"], r["addr"] + r["words"], t) for t, r in prog.l2.items())
+    regions = sorted(
+        (r["addr"], r["addr"] + r["words"], t) for t, r in prog.l2.items() if "parts" not in r
+    )
     total = profile.memory.l2_bytes // 16
     for a, b, _ in regions:
         assert 0 <= a < b <= total
@@ -89,7 +91,11 @@ def test_l2_regions_of_live_tensors_never_overlap(tiny_program):
         for a2, _, t2 in regions[i + 1 :]:
             if a2 >= b:
                 break
-            # overlapping regions: lifetimes must be disjoint (one group shares one lifetime)
+            # overlapping regions: lifetimes must be disjoint, except that a GEMV with accm
+            # writes its output into its accumulator's region (same region, back to back)
+            same = prog.l2[t] == prog.l2[t2]
+            if same and (dies[t] == born[t2] or dies[t2] == born[t]):
+                continue
             assert dies[t] < born[t2] or dies[t2] < born[t], (t, t2)
 
 
@@ -99,7 +105,7 @@ def test_cvo_operands_lie_within_the_sfu_reach(tiny_program):
     for i, ops in prog.operands.items():
         if decode(prog.words[i]).op != "CVO":
             continue
-        for addr, words in list(ops["inputs"].values()) + list(ops["outputs"].values()):
+        for addr, words, *_ in list(ops["inputs"].values()) + list(ops["outputs"].values()):
             assert addr + words <= reach, prog.nodes[i]
 
 
