@@ -51,6 +51,7 @@ def emulate_against_reference(
     *,
     precision: str = "float32",
     numerics: str = "spec",
+    record: dict | None = None,
 ) -> dict:
     """Emulate the program's step after a reference prefix; compare with the reference."""
     meta = program.meta
@@ -66,8 +67,10 @@ def emulate_against_reference(
         want = decode_step(weights, tokens[-1], position, cache, semantics=semantics,
                            precision=precision)  # fmt: skip
         ctx = StepContext(config, semantics, position, tokens[-1], precision)
-        logits, rows = emulate(program, weights, k_past, v_past, tokens[-1],
-                               numerics=numerics, ctx=ctx)  # fmt: skip
+        logits, rows = emulate(
+            program, weights, k_past, v_past, tokens[-1],
+            numerics=numerics, ctx=ctx, record=record,
+        )  # fmt: skip
     diff = float(np.max(np.abs(logits.astype(np.float64) - want.astype(np.float64))))
     flips = beyond = unequal = 0
     for layer, (k, v) in rows.items():

@@ -87,6 +87,8 @@ class Emulator:
         self.kv_rows: dict[int, dict[str, np.ndarray]] = {}
         self.index = -1
         self.node = ""
+        # word index -> [(L2 word address, dtype, bytes written)], for golden vectors
+        self.record: dict[int, list] | None = None
 
     # --- L2 access with the checks -------------------------------------------------------
 
@@ -130,6 +132,9 @@ class Emulator:
         sl = slice(start, start + values.size * step, step)
         self.b.l2[sl] = values.astype(self.F)
         self.b.written_by[sl] = self.index
+        if self.record is not None and self.index >= 0:
+            raw = values.astype(np.float16 if dtype == "float16" else np.float32).tobytes()
+            self.record.setdefault(self.index, []).append((addr, dtype, raw))
 
     # --- the program -----------------------------------------------------------------------
 
@@ -389,12 +394,14 @@ class Emulator:
 
 
 def emulate(program: Program, weights, k_cache, v_cache, token_id: int, *,
-            numerics: str = "spec", ctx=None):  # fmt: skip
+            numerics: str = "spec", ctx=None, record: dict | None = None):  # fmt: skip
     """Run `program` (one decode step); return ``(logits, {cache_layer: (k_row, v_row)})``.
 
     `k_cache`, `v_cache` are the DDR KV cache ``[cache layers, max_seq, kv_dim]`` (float16)
-    holding the rows of earlier positions; `ctx` is the `StepContext` host steps see.
+    holding the rows of earlier positions; `ctx` is the `StepContext` host steps see. A dict
+    passed as `record` receives, per word index, the L2 writes it made (golden vectors).
     """
     em = Emulator(program, weights, k_cache, v_cache, token_id, numerics)
     em.ctx = ctx
+    em.record = record
     return em.run()

@@ -7,12 +7,14 @@ import time
 from pathlib import Path
 
 from pccx_flow.cli.common import add_step_args, check_output_path, step_from_args, writing
+from pccx_flow.errors import InputError
 
 EPILOG = """examples:
   pccx-flow emit --preset tiny -o step.prog                # tiny step, critical-path, v002-spec
   pccx-flow emit --policy critical-path --profile v002-spec -o step.prog
   pccx-flow emit --preset tiny --profile v002-as-built --policy heft -o asbuilt.prog
   pccx-flow disasm step.prog | less                         # the listing
+  pccx-flow emit --preset tiny --position 5 -o s.prog --golden gold/ --weights ckpt/
 
 Writes OUT (little-endian 64-bit words, kick markers between batches), OUT's .memh and a
 .json sidecar (batches, fences, host steps, L2 map, slot log, DDR layout, node of each word).
@@ -37,6 +39,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_step_args(p)
     p.add_argument("--seed", type=int, default=0, help="seed for the random policy")
     p.add_argument("-o", "--out", type=Path, metavar="OUT", help="program file to write")
+    p.add_argument(
+        "--golden",
+        type=Path,
+        metavar="DIR",
+        help="write per-instruction expected L2 words (.memh) there; needs --weights",
+    )
+    p.add_argument("--weights", type=Path, metavar="DIR", help="checkpoint for --golden")
     p.set_defaults(func=run)
 
 
@@ -77,6 +86,18 @@ def run(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)
     if args.out is not None:
         check_output_path(args.out)
+    if args.golden is not None and args.weights is None:
+        raise InputError("--golden runs the emulator: give the checkpoint with --weights DIR")
+    weights = None
+    if args.weights is not None:
+        from pccx_flow.weights.checkpoint import open_checkpoint
+
+        weights = open_checkpoint(args.weights)
+        if weights.config.name != step.config.name:
+            raise InputError(
+                f"--weights holds a {weights.config.name!r} checkpoint but the step is "
+                f"{step.config.name!r}; pass --preset {weights.config.name}"
+            )
     graph = step.build(profile)
     schedule = run_policy(graph, profile, args.policy, seed=args.seed)
     t0 = time.perf_counter()
@@ -88,4 +109,19 @@ def run(args: argparse.Namespace) -> int:
         with writing(args.out):
             paths = write_program(program, args.out)
         print("wrote " + ", ".join(str(p) for p in paths.values()))
+    if args.golden is not None:
+        from pccx_flow.board.check import default_tokens, emulate_against_reference
+        from pccx_flow.board.golden import write_golden
+
+        record: dict = {}
+        tokens = default_tokens(program.meta["position"] + 1, weights.config.vocab)
+        r = emulate_against_reference(program, weights, tokens, record=record)
+        with writing(args.golden / "index.json"):
+            n = write_golden(program, record, args.golden)
+        verdict = "agrees with" if r["ok"] else "DISAGREES with"
+        print(
+            f"wrote golden L2 writes of {n} instructions to {args.golden} (emulator, spec "
+            f"float32; {verdict} the reference decode, max |logit diff| "
+            f"{r['max_abs_diff']:.3g})"
+        )
     return 0
