@@ -43,7 +43,7 @@ def test_float64_emulation_matches_the_reference(tiny_ckpt, case):
     assert r["kv_layers"] == tiny_ckpt.config.n_kv_cache_layers and r["ok"]
 
 
-@pytest.mark.parametrize("case", CASES[1:4], ids=lambda c: "-".join(map(str, c)))
+@pytest.mark.parametrize("case", CASES[1:3], ids=lambda c: "-".join(map(str, c)))
 def test_float32_emulation_passes_the_run_check_rule(tiny_ckpt, case):
     prog = _program(*case)
     tokens = default_tokens(case[3] + 1, tiny_ckpt.config.vocab)
