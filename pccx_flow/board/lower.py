@@ -12,14 +12,16 @@ Batches hold at most ``registers.max_batch`` words (8: the command FIFO depth); 
 each. The hardware checks no hazards and has no completion IDs, and GEMV, SFU, DMA run
 concurrently: only instructions of one engine are ordered by in-order issue. So a fence
 (kick, then wait for DONE) is inserted before an instruction that reads a value an unfenced
-instruction of *another* engine writes, before an instruction or host step overwrites an
-L2 region an unfenced instruction of another engine still reads, before a MEMSET evicts a
-slot an unfenced instruction points at, before a host step reads anything still in flight,
-and at the end of the step.
+instruction of *another* engine writes, before a MEMSET evicts a slot an unfenced
+instruction points at, before a host step reads anything still in flight, when L2 is full
+of regions that only wait for a fence, and at the end of the step. A dead tensor's region
+that an unfenced instruction may still read is not reused before the next fence, so no
+overwrite needs a fence of its own.
 
-Addresses: every tensor an instruction touches gets an L2 region (`alloc`); GEMV weight
-tiles and KV rows stream from the DDR image (`ddr`), whose address the host programs into the
-DataMover: the sidecar's ``streams`` entry of the word.
+Addresses: every tensor an instruction touches gets an L2 region (`alloc`); a GEMV with accm
+writes into its accumulator's region; MEMSET values (θ) stay in their constant slot. GEMV
+weight tiles and KV rows stream from the DDR image (`ddr`), whose address the host programs
+into the DataMover: the sidecar's ``streams`` entry of the word.
 """
 
 from __future__ import annotations
