@@ -6,6 +6,10 @@ its gap to the largest lower bound (`pccx_flow.bounds`), the implied tok/s (a mo
 on that profile, not a measurement) and the rank by makespan, with the ratio to the
 program-order baseline.
 
+Schedules keep L2 (and, on v002-as-built, the SFU's 256 KiB reach) within the profile
+(`problem_from_graph(..., memory=True)`); each policy is also run once without that
+constraint, and the change in makespan is reported.
+
 Targets checked (and reported, never tuned away):
 - ``critical-path`` schedules E4B in < 1 s;
 - ``critical-path`` is within 5 % of the largest lower bound on v002-spec;
@@ -49,8 +53,9 @@ def bench_profile(profile_name: str, repeat: int) -> dict:
     profile = load_profile(profile_name)
     t0 = time.perf_counter()
     graph = build_decode_graph("e4b", position=POSITION, profile=profile)
-    problem = problem_from_graph(graph, profile)
+    problem = problem_from_graph(graph, profile, memory=True)
     build_s = time.perf_counter() - t0
+    free = problem_from_graph(graph, profile)
     rows = []
     for name in BUILTIN_POLICIES:
         times, cpu = [], []
@@ -61,6 +66,7 @@ def bench_profile(profile_name: str, repeat: int) -> dict:
             times.append(time.perf_counter() - t)  # includes the validator
             cpu.append(time.process_time() - c)
         m = schedule_metrics(schedule, problem, profile)
+        unbound = run_on_problem(make_policy(name, seed=0), free, label=name, profile="")
         rows.append(
             {
                 "policy": name,
@@ -80,6 +86,13 @@ def bench_profile(profile_name: str, repeat: int) -> dict:
                 "laurel_overlap_mean": m["laurel_overlap"]["mean"],
                 "ple_slack_min_cycles": m["ple_slack"]["min"],
                 "pool_occupancy_cycles": m["pool_occupancy"],
+                "l2_bytes": m["l2_bytes"],
+                "l2_peak_bytes": m["l2_peak_bytes"],
+                "l2_mean_bytes": m["l2_mean_bytes"],
+                "l2_reach_peak_bytes": m.get("l2_reach_peak_bytes"),
+                "memory_wait_cycles": m["memory_wait_cycles"],
+                "makespan_cycles_without_memory": unbound.makespan,
+                "change_vs_without_memory": schedule.makespan / unbound.makespan - 1.0,
             }
         )
         print(f"  {profile_name} {name}: {statistics.median(times):.2f} s", file=sys.stderr)

@@ -48,7 +48,8 @@ def schedulers_section(d: dict) -> str:
     out = [
         "**Scheduling the E4B step** (`bench_schedulers.py`; wall time is this machine's, "
         "makespans are model estimates on the named profile; gaps are to the bandwidth/pool "
-        "bound of `pccx_flow.bounds` and to the tighter `pool_chain` bound)"
+        "bound of `pccx_flow.bounds` and to the tighter `pool_chain` bound; every schedule keeps "
+        "L2 within the profile, and *vs no L2 limit* is the makespan change that costs)"
     ]
     for r in d["results"]:
         rows = []
@@ -64,6 +65,11 @@ def schedulers_section(d: dict) -> str:
                     f"{p['vs_program_order']:.3f}",
                 ]
             )
+            if "l2_peak_bytes" in p:
+                rows[-1] += [
+                    f"{p['l2_peak_bytes'] / 2**20:.2f} MiB",
+                    f"{100 * p['change_vs_without_memory']:+.1f} %",
+                ]
         head = [
             f"{r['profile']}",
             "wall",
@@ -73,6 +79,8 @@ def schedulers_section(d: dict) -> str:
             "vs pool_chain",
             "vs program-order",
         ]
+        if any("l2_peak_bytes" in p for p in r["policies"]):
+            head += ["L2 peak", "vs no L2 limit"]
         out.append(_table(head, rows))
     return "\n\n".join(out)
 
@@ -232,9 +240,33 @@ def float64_section(d: dict) -> str:
     )
 
 
+def memory_section(d: dict) -> str:
+    rows = []
+    for r in d["rows"]:
+        if r["fits"]:
+            rows.append(
+                [r["profile"], str(r["position"]), r["policy"], "yes",
+                 f"{r['l2_peak_bytes'] / 2**20:.2f} MiB",
+                 "-" if r.get("l2_reach_peak_bytes") is None
+                 else f"{r['l2_reach_peak_bytes'] / 1024:.0f} KiB",
+                 f"{r['makespan_cycles']:,}", f"{r['tokens_per_second_estimate']:.2f}"]
+            )  # fmt: skip
+        else:
+            rows.append(
+                [r["profile"], str(r["position"]), r["policy"], "**no**", "-", "-", "-", "-"]
+            )
+    head = ["profile", "position", "policy", "fits", "L2 peak", "SFU-reach peak",
+            "makespan (cycles)", "tok/s (estimate)"]  # fmt: skip
+    return (
+        "**L2 as a constraint over the context** (`bench_memory.py`; every policy, validated "
+        "occupancy; makespans are model estimates)\n\n" + _table(head, rows)
+    )
+
+
 SECTIONS = {
     "graph": graph_section,
     "schedulers": schedulers_section,
+    "memory": memory_section,
     "render": render_section,
     "weights": weights_section,
     "reference": reference_section,

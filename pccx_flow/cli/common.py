@@ -8,7 +8,10 @@ default position, one `--layers` syntax and one set of error messages.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
+import math
+import os
+import re
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +31,72 @@ STEP_DEFAULTS = {
 }
 
 
+_ASCII_INT = re.compile(r"[+-]?[0-9]{1,30}")
+_ASCII_FLOAT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]{1,4})?")
+
+
+def ascii_int(text: str) -> int:
+    """An integer written with ASCII digits only (`int` also takes ``"٣"``, ``"1_0"``)."""
+    if not _ASCII_INT.fullmatch(text.strip()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer; write digits 0-9")
+    return int(text)
+
+
+def int_in(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse type: an ASCII integer in ``[lo, hi]``."""
+
+    def parse(text: str) -> int:
+        value = ascii_int(text)
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{value} is out of range; give {lo}..{hi}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def float_in(lo: float, hi: float, *, zero: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite ASCII decimal number in ``[lo, hi]`` (or 0 if `zero`).
+
+    Bounds keep values away from subnormals and overflow (``1e-320`` as a divisor is inf).
+    """
+
+    def parse(text: str) -> float:
+        if not _ASCII_FLOAT.fullmatch(text.strip()):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number; write e.g. 0.5 or 1e-3")
+        value = float(text)
+        if not math.isfinite(value) or not (lo <= value <= hi or (zero and value == 0)):
+            also = "0 or " if zero else ""
+            raise argparse.ArgumentTypeError(f"{text} is out of range; give {also}{lo:g}..{hi:g}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+# Counts, positions and seeds: no real value comes near 2**31 (a larger one is a typo).
+count = int_in(0, 2**31 - 1)
+positive = int_in(1, 2**31 - 1)
+seed = int_in(0, 2**32 - 1)
+
+# Time limits in seconds: up to a day.
+seconds = float_in(1e-3, 86400.0)
+
+
+def add_policy_timeout_arg(p: argparse.ArgumentParser) -> None:
+    """Add --policy-timeout (the time limit of a plugin policy run in a child process)."""
+    from pccx_flow.schedule.sandbox import MIN_TIMEOUT, SECONDS_PER_NODE
+
+    p.add_argument(
+        "--policy-timeout",
+        type=seconds,
+        default=None,
+        metavar="S",
+        help="stop a plugin policy after S seconds (default: the larger of "
+        f"{MIN_TIMEOUT:g} s and {SECONDS_PER_NODE * 1000:g} ms per node; built-ins have none)",
+    )
+
+
 def add_step_args(p: argparse.ArgumentParser, *, layers: bool = True) -> None:
     """Add --preset, --semantics, --position, --tile-rows and (unless `layers` is False)
     --layers to a subcommand's parser."""
@@ -36,7 +105,7 @@ def add_step_args(p: argparse.ArgumentParser, *, layers: bool = True) -> None:
     p.add_argument("--semantics", default=d["semantics"], help="pccx or gemma3n (default: pccx)")
     p.add_argument(
         "--position",
-        type=int,
+        type=count,
         default=d["position"],
         metavar="N",
         help=f"decode position (default: {DEFAULT_POSITION}, or the preset's last if smaller)",
@@ -47,7 +116,7 @@ def add_step_args(p: argparse.ArgumentParser, *, layers: bool = True) -> None:
         )
     p.add_argument(
         "--tile-rows",
-        type=int,
+        type=positive,
         default=d["tile_rows"],
         metavar="N",
         help="GEMV output rows per tile (default: 512, one instruction's limit)",
@@ -126,6 +195,25 @@ def check_output_path(path: Path, suffixes: tuple[str, ...] | None = None) -> No
         raise InputError(f"cannot write {path}: it is a folder; give a file name")
     if not path.parent.is_dir():
         raise InputError(f"cannot write {path}: folder {path.parent} does not exist")
+
+
+def check_distinct_outputs(outputs: dict[str, Path | None]) -> None:
+    """Fail with one line if two outputs (option name -> path) name the same file."""
+    seen: dict[str, str] = {}
+    for option, path in outputs.items():
+        if path is None:
+            continue
+        key = os.path.realpath(path)
+        if key in seen:
+            raise InputError(
+                f"{seen[key]} and {option} both name {path}; give each output its own file"
+            )
+        seen[key] = option
+    existing = [(o, p) for o, p in outputs.items() if p is not None and p.exists()]
+    for i, (a, pa) in enumerate(existing):
+        for b, pb in existing[i + 1 :]:
+            if os.path.samefile(pa, pb):  # hard links, bind mounts
+                raise InputError(f"{a} and {b} name the same file; give each its own file")
 
 
 CONFIG_FILE_HELP = (

@@ -59,12 +59,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     kn.add_argument("name", nargs="?", default=None, help="one kernel (default: all)")
     kn.set_defaults(func=run_kernels)
-    p.set_defaults(func=lambda args: _usage(p))
+    p.set_defaults(func=_no_action)
 
 
-def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help(sys.stderr)
-    return 2
+def _no_action(_args: argparse.Namespace) -> int:
+    raise InputError("graph needs an action: export or kernels (see `pccx-flow graph --help`)")
 
 
 def phase_bar(total: int, disabled: bool):

@@ -8,12 +8,61 @@ stderr and a non-zero exit, so no user error ever shows a traceback.
 
 from __future__ import annotations
 
-import argparse
-import importlib
+import os
+import signal
 import sys
+import threading
 
-from pccx_flow import __version__
-from pccx_flow.errors import PccxFlowError
+
+def _interrupted(_signum=None, _frame=None) -> None:
+    """SIGINT: say so once, silence stderr, let clean-up run, and never wait on it for long.
+
+    Stderr is pointed at /dev/null so the tracebacks that threads and event loops (Dask's
+    dashboard cluster) print while they are torn down never reach the user; a second SIGINT,
+    or clean-up taking more than `_CLEANUP_SECONDS`, ends the process at once with 130.
+    """
+    global _announced
+    if _announced:
+        os._exit(130)
+    _announced = True
+    try:
+        os.write(2, b"pccx-flow: interrupted\n")
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+    except OSError:
+        pass
+    timer = threading.Timer(_CLEANUP_SECONDS, os._exit, (130,))
+    timer.daemon = True
+    timer.start()
+    raise KeyboardInterrupt
+
+
+_announced = False
+_CLEANUP_SECONDS = 5.0
+
+
+# First thing when started as the program: a SIGINT while the modules below load gives the
+# same one line. (Imported as a library, nothing is installed until `main` runs.)
+# A SIGINT ignored by whoever started us (nohup, a background job) stays ignored.
+def _install() -> signal.Handlers | None:
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        return None
+    return signal.signal(signal.SIGINT, _interrupted)
+
+
+if os.path.basename(sys.argv[0] if sys.argv else "") in ("pccx-flow", "__main__.py"):
+    _install()
+
+import argparse  # noqa: E402
+import errno  # noqa: E402
+import importlib  # noqa: E402
+import warnings  # noqa: E402
+
+from pccx_flow import __version__  # noqa: E402
+from pccx_flow.errors import PccxFlowError  # noqa: E402
 
 # Order is the order of `pccx-flow --help`.
 SUBCOMMANDS = (
@@ -47,6 +96,10 @@ class OneLineErrorParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
+# Writes that fail because there is no room (a full disk, /dev/full, a quota, a size limit).
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(
         prog="pccx-flow",
@@ -63,21 +116,56 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; every way out is an exit code (130 after SIGINT), never a traceback."""
+    previous = _install()
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        if not _announced:
+            print("pccx-flow: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    # Warnings (numpy's RuntimeWarning, ...) are held back: after an error line they would
+    # only be noise, after a success they are shown at the end.
+    with warnings.catch_warnings(record=True) as held:
+        try:
+            code = int(args.func(args) or 0)
+            sys.stdout.flush()
+        except PccxFlowError as exc:
+            print(f"pccx-flow: error: {exc}", file=sys.stderr)
+            return 2
+        except BrokenPipeError:
+            _drop_stdout()
+            return 0
+        except OSError as exc:
+            if exc.errno not in _WRITE_ERRNOS:
+                raise
+            _drop_stdout()  # it may be stdout that failed: the final flush must not fail again
+            print(f"pccx-flow: error: cannot write the output: {exc.strerror}", file=sys.stderr)
+            return 2
+    for w in held:
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    return code
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
     try:
-        return int(args.func(args) or 0)
-    except PccxFlowError as exc:
-        print(f"pccx-flow: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("pccx-flow: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return 0
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

@@ -7,9 +7,13 @@ import sys
 from pathlib import Path
 
 from pccx_flow.cli.common import (
+    add_policy_timeout_arg,
     add_step_args,
     check_output_path,
+    count,
     parse_layers,
+    positive,
+    seconds,
     step_from_args,
     writing,
 )
@@ -59,7 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     which.add_argument(
         "--layers", default=None, metavar="A:B", help="only decoder layers A..B-1 (default: all)"
     )
-    which.add_argument("--layer", type=int, default=None, metavar="N", help="only layer N")
+    which.add_argument("--layer", type=count, default=None, metavar="N", help="only layer N")
     p.add_argument(
         "--collapse",
         default="auto",
@@ -81,18 +85,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_step_args(p, layers=False)
     p.add_argument(
         "--timeout",
-        type=float,
+        type=seconds,
         default=120.0,
         metavar="S",
         help="stop Graphviz after S seconds (default: %(default)s)",
     )
     p.add_argument(
         "--max-nodes",
-        type=int,
+        type=positive,
         default=MAX_LAYOUT_NODES,
         metavar="N",
         help="refuse to lay out more nodes than this (default: %(default)s; .dot is never refused)",
     )
+    add_policy_timeout_arg(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
 
@@ -132,10 +137,6 @@ def run(args: argparse.Namespace) -> int:
     step = step_from_args(args)
     config = step.config
     args.position = step.position
-    if args.timeout <= 0:
-        raise InputError(f"--timeout {args.timeout}: give a positive number of seconds")
-    if args.max_nodes < 1:
-        raise InputError(f"--max-nodes {args.max_nodes}: give a positive number of nodes")
     span = layer_range(args.layers, args.layer, config.n_layers)
     _check_output(args.output)
     from pccx_flow.hardware.profile import load_profile
@@ -143,9 +144,10 @@ def run(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile or "v002-spec")
     policy = None
     if args.policy is not None:
-        from pccx_flow.schedule.registry import make_policy
+        from pccx_flow.schedule.registry import prepare_policy
 
-        policy = make_policy(args.policy)  # fail fast, before the graph
+        # fail fast, before the graph (a plugin is loaded in a child process)
+        policy = prepare_policy(args.policy, timeout=args.policy_timeout)
 
     stages = ["build graph"] + (["schedule"] if policy else []) + ["draw"]
     show = not args.no_progress and sys.stderr.isatty()

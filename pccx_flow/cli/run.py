@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
+import re
 import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from pccx_flow.cli.common import CONFIG_FILE_HELP, checkpoint_config
+from pccx_flow.cli.common import (
+    CONFIG_FILE_HELP,
+    add_policy_timeout_arg,
+    checkpoint_config,
+    float_in,
+    positive,
+    seed,
+)
 from pccx_flow.errors import InputError
 from pccx_flow.execute.compare import (
     FLOAT64_LOGIT_TOLERANCE,
@@ -69,23 +76,33 @@ def register(subparsers) -> None:
         "names none (default: the manifest's, else inferred from the tensor shapes)",
     )
     p.add_argument("--config", metavar="FILE", help="with --weights: " + CONFIG_FILE_HELP)
-    p.add_argument("--seed-weights", type=int, default=0, metavar="N", help="synthetic seed")
+    p.add_argument("--seed-weights", type=seed, default=0, metavar="N", help="synthetic seed")
     p.add_argument("--semantics", default="pccx", choices=SEMANTICS)
     p.add_argument("--policy", default=None, help="schedule each step with this policy")
     p.add_argument(
         "--profile", default=None, help="hardware profile for --policy (default: v002-spec)"
     )
     p.add_argument("--prompt-ids", default="2", metavar="IDS", help="comma-separated token ids")
-    p.add_argument("--steps", type=int, default=4, help="tokens to generate (default 4)")
-    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
-    p.add_argument("--top-p", type=float, default=0.9)
-    p.add_argument("--repetition-penalty", type=float, default=1.15)
-    p.add_argument("--seed", type=int, default=0, help="sampling seed (>= 0)")
+    p.add_argument("--steps", type=positive, default=4, help="tokens to generate (default 4)")
+    p.add_argument(
+        "--temperature",
+        type=float_in(1e-3, 1e3, zero=True),
+        default=0.0,
+        help="0 = greedy (default), else 0.001..1000",
+    )
+    p.add_argument("--top-p", type=float_in(1e-6, 1.0), default=0.9, help="1e-6..1 (default 0.9)")
+    p.add_argument(
+        "--repetition-penalty",
+        type=float_in(1e-2, 1e2),
+        default=1.15,
+        help="0.01..100, 1 = none (default 1.15)",
+    )
+    p.add_argument("--seed", type=seed, default=0, help="sampling seed (>= 0)")
     p.add_argument("--scheduler", metavar="ADDR", help="run on a distributed scheduler")
     p.add_argument("--check", action="store_true", help="compare every step to the reference")
     p.add_argument(
         "--tolerance",
-        type=float,
+        type=float_in(1e-15, 1e6),
         default=None,
         help="--check: max |logit difference| per step (default 1e-4, or 1e-9 with "
         "--precision float64; 10x on float16 flips)",
@@ -110,30 +127,33 @@ def register(subparsers) -> None:
         help="run the step as a few hundred larger tasks shaped for the available threads "
         "instead of one task per node (same kernels, same numbers; much less Dask overhead)",
     )
+    add_policy_timeout_arg(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
+
+
+_TOKEN_ID = re.compile(r"[0-9]{1,9}")
 
 
 def parse_prompt_ids(text: str) -> list[int]:
     """``"2,105,7"`` -> ``[2, 105, 7]``; `InputError` on anything else."""
     parts = [t.strip() for t in text.split(",")]
-    if not text.strip() or any(not t.lstrip("-").isdigit() for t in parts):
-        raise InputError(f"--prompt-ids {text!r} is not a comma-separated list of integers")
+    # ASCII digits only: str.isdigit() and int() also take "²" or "٣".
+    if not text.strip() or any(not _TOKEN_ID.fullmatch(t) for t in parts):
+        raise InputError(
+            f"--prompt-ids {text!r} is not a comma-separated list of token ids (digits 0-9, "
+            "e.g. 2,105,7)"
+        )
     return [int(t) for t in parts]
 
 
 def _check_options(args) -> None:
-    if not math.isfinite(args.temperature) or args.temperature < 0:
-        raise InputError(f"--temperature must be >= 0, got {args.temperature}")
-    if not 0 < args.top_p <= 1:
-        raise InputError(f"--top-p must be in (0, 1], got {args.top_p}")
+    """The checks between options (each number's range is checked by its argparse type)."""
     if args.tolerance is None:
         float64 = args.precision == "float64"
         args.tolerance = FLOAT64_LOGIT_TOLERANCE if float64 else LOGIT_TOLERANCE
-    if not (math.isfinite(args.tolerance) and args.tolerance > 0):
-        raise InputError(f"--tolerance must be a positive number, got {args.tolerance}")
-    if args.seed < 0 or args.seed_weights < 0:
-        raise InputError("--seed and --seed-weights must be >= 0")
+    if args.weights is not None and not args.weights.strip():
+        raise InputError("--weights is empty; give a checkpoint folder, e.g. --weights ckpt/tiny")
     if args.profile is not None and args.policy is None:
         raise InputError("--profile only matters with --policy; add --policy NAME or drop it")
     if args.synthetic and (args.preset or args.config):
@@ -151,13 +171,14 @@ def _check_options(args) -> None:
 
 @contextlib.contextmanager
 def _checkpoint(args):
+    from pccx_flow.execute.generate import check_prompt
     from pccx_flow.weights.checkpoint import open_checkpoint
 
-    if args.weights:
+    if args.weights is not None:
         path = Path(args.weights)
         if not args.weights.strip() or not path.is_dir():
             raise InputError(
-                f"--weights {str(path)!r} is not a directory; give a checkpoint folder"
+                f"--weights {args.weights!r} is not a directory; give a checkpoint folder"
             )
         ckpt = open_checkpoint(path, checkpoint_config(args.preset, args.config))
         if ckpt.config_note:
@@ -168,6 +189,7 @@ def _checkpoint(args):
     from pccx_flow.weights.synth import write_synthetic_checkpoint
 
     config = get_config(args.synthetic)
+    check_prompt(config, parse_prompt_ids(args.prompt_ids), args.steps)  # before GBs are written
     with tempfile.TemporaryDirectory(prefix=f"pccx-{config.name}-") as tmp:
         write_synthetic_checkpoint(config, args.seed_weights, Path(tmp), progress=_tty(args))
         yield open_checkpoint(tmp)
@@ -251,6 +273,11 @@ def run(args) -> int:
 
     _check_options(args)
     prompt = parse_prompt_ids(args.prompt_ids)
+    policy = args.policy
+    if policy is not None:  # fail fast, before any checkpoint is written
+        from pccx_flow.schedule.registry import prepare_policy
+
+        policy = prepare_policy(policy, timeout=args.policy_timeout)
     with _checkpoint(args) as ckpt, _dashboard_client(args.dashboard) as client:
         checker = None
         if args.check:
@@ -264,7 +291,7 @@ def run(args) -> int:
             top_p=args.top_p,
             repetition_penalty=args.repetition_penalty,
             seed=args.seed,
-            policy=args.policy,
+            policy=policy,
             profile=args.profile,
             client=client,
             scheduler=args.scheduler,

@@ -11,8 +11,11 @@ from tqdm import tqdm
 
 from pccx_flow.cli.common import (
     DEFAULT_POSITION,
+    add_policy_timeout_arg,
     add_step_args,
+    check_distinct_outputs,
     check_output_path,
+    seed,
     step_from_args,
     writing,
 )
@@ -25,6 +28,7 @@ EPILOG = f"""examples:
   pccx-flow schedule --layers 0:5 --json step.json --trace step.trace.json
   pccx-flow schedule --gantt step.svg                 # Gantt chart (svg, png or html)
   pccx-flow schedule --pccx step.pccx                 # pccx-lab trace of the schedule
+  pccx-flow schedule --memory --position 8191         # L2 capacity as a constraint
   pccx-flow schedule --policy mypkg.sched:MyPolicy    # a policy class on sys.path
 
 The default position is {DEFAULT_POSITION} (a 1,024-token context), or the preset's last
@@ -57,19 +61,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="hardware profile name or TOML file (default: %(default)s)",
     )
     add_step_args(p)
-    p.add_argument("--seed", type=int, default=0, help="seed for the random policy")
+    p.add_argument("--seed", type=seed, default=0, help="seed for the random policy")
+    add_policy_timeout_arg(p)
     p.add_argument("--json", type=Path, metavar="OUT", help="write schedule + metrics as JSON")
     p.add_argument("--trace", type=Path, metavar="OUT.json", help="write Chrome trace JSON")
     p.add_argument("--gantt", type=Path, metavar="OUT.svg|png|html", help="draw a Gantt chart")
     p.add_argument(
         "--pccx", type=Path, metavar="OUT.pccx", help="write a pccx-lab .pccx trace (flatbuf)"
     )
+    p.add_argument(
+        "--memory",
+        action="store_true",
+        help="keep resident tensors within the profile's L2 (and SFU reach); the summary "
+        "and --gantt then show L2 occupancy",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from pccx_flow.schedule.registry import DEFAULT_POLICY, list_policies, make_policy
+    from pccx_flow.schedule.registry import DEFAULT_POLICY, list_policies, prepare_policy
     from pccx_flow.schedule.report import format_policy_list
 
     if args.list:
@@ -86,21 +97,28 @@ def run(args: argparse.Namespace) -> int:
     step = step_from_args(args)
     config, layers = step.config, step.layers
     args.position = step.position
-    policy = make_policy(args.policy, seed=args.seed)  # fail fast, before the graph
-    profile = load_profile(args.profile)
-    outputs = (
+    outputs = {
+        "--json": args.json,
+        "--trace": args.trace,
+        "--gantt": args.gantt,
+        "--pccx": args.pccx,
+    }
+    check_distinct_outputs(outputs)
+    for out, suffixes in (
         (args.json, None),
         (args.trace, None),
         (args.gantt, GANTT_FORMATS),
         (args.pccx, None),
-    )
-    for out, suffixes in outputs:
+    ):
         if out is not None:
             check_output_path(out, suffixes)
+    profile = load_profile(args.profile)
+    # fail fast, before the graph (a plugin is loaded in a child process)
+    policy = prepare_policy(args.policy, seed=args.seed, timeout=args.policy_timeout)
 
     t0 = time.perf_counter()
     graph = step.build(profile)
-    problem = problem_from_graph(graph, profile)
+    problem = problem_from_graph(graph, profile, memory=args.memory)
     t1 = time.perf_counter()
     show = sys.stderr.isatty() and not args.no_progress
     with tqdm(
@@ -148,6 +166,13 @@ def run(args: argparse.Namespace) -> int:
         from pccx_flow.render.gantt import write_gantt
 
         with writing(args.gantt):
-            write_gantt(schedule, graph, args.gantt, metrics=metrics, profile=profile)
+            memory = None
+            if problem.capacities:
+                from pccx_flow.schedule.memory import l2_occupancy
+
+                memory = (l2_occupancy(schedule, problem), problem.capacities["l2"])
+            write_gantt(
+                schedule, graph, args.gantt, metrics=metrics, profile=profile, memory=memory
+            )
         print(f"wrote {args.gantt}", file=sys.stderr)
     return 0

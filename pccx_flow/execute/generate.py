@@ -81,6 +81,10 @@ def default_graph_builder(config, semantics: str, *, policy=None, profile=None, 
         from pccx_flow.hardware.profile import load_profile
 
         prof = load_profile(profile or "v002-spec") if isinstance(profile, str | None) else profile
+        if isinstance(policy, str):  # load it once (a plugin: in a child process)
+            from pccx_flow.schedule.registry import prepare_policy
+
+            policy = prepare_policy(policy)
 
     def build(position: int):
         graph = build_decode_graph(

@@ -51,19 +51,28 @@ def gemv(call, inputs, ctx, weights, external):
     return y
 
 
-def _kv_rows(call, inputs_after_first: list) -> np.ndarray:
-    """concat(past, new[None]) along positions, as stored (float16 or float32)."""
+def _kv_rows(call, kv_inputs: list) -> np.ndarray:
+    """concat(past, new[None]) along positions, as stored (float16 or float32).
+
+    A key tile holds past rows (``has_past``), this step's row (``has_new``, default true)
+    or both, in that order."""
+    parts, rest = [], iter(kv_inputs)
     if call.params.get("has_past"):
-        past, new = inputs_after_first
-        return np.concatenate([np.asarray(past), np.asarray(new).reshape(1, -1)], axis=0)
-    (new,) = inputs_after_first
-    return np.asarray(new).reshape(1, -1)
+        parts.append(np.asarray(next(rest)))
+    if call.params.get("has_new", True):
+        parts.append(np.asarray(next(rest)).reshape(1, -1))
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+
+
+def _kv_count(call) -> int:
+    return int(bool(call.params.get("has_past"))) + int(bool(call.params.get("has_new", True)))
 
 
 def _head_slice(call, rows: np.ndarray) -> np.ndarray:
     F = tensor_dtype()
     p = call.params
-    a, b = (int(v) for v in p["keys"])
+    off = int(p.get("row_offset", 0))  # key index of the first row this tile holds
+    a, b = (int(v) - off for v in p["keys"])
     g, d = int(p["kv_head"]), int(p["head_dim"])
     return rows[a:b, g * d : (g + 1) * d].astype(F)
 
@@ -78,12 +87,16 @@ def attn_scores(call, inputs, ctx, weights, external):
 
 
 def attn_pv(call, inputs, ctx, weights, external):
-    """Probabilities · V of one query head over keys a:b."""
+    """Probabilities · V of one query head over keys a:b (+ acc when flags.accm = 1)."""
     F = tensor_dtype()
     ops = operands(call.params, inputs)
     p = vector(ops[0])
-    v = _head_slice(call, _kv_rows(call, ops[1:]))
-    return (p @ v).astype(F, copy=False)
+    n = _kv_count(call)
+    v = _head_slice(call, _kv_rows(call, ops[1 : 1 + n]))
+    y = (p @ v).astype(F, copy=False)
+    if call.flags.get("accm"):
+        y = y + vector(ops[1 + n])
+    return y
 
 
 KERNELS = {"gemv": gemv, "attn_scores": attn_scores, "attn_pv": attn_pv}

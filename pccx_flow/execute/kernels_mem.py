@@ -26,7 +26,7 @@ def kv_read_externals(call, state) -> dict | None:
     p = call.params
     layer = int(p["cache_layer"])
     a, b = (int(v) for v in p.get("positions", (p.get("start", 0), state.position)))
-    if b != state.position:
+    if not 0 <= a <= b <= state.position:
         raise ExecutionError(
             f"node {call.node} reads cache positions {a}:{b} but the state is at position "
             f"{state.position}"

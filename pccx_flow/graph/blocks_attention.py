@@ -144,11 +144,14 @@ def _kv_write(ctx: Ctx, layer: int, kind: str, heads: list[dict]) -> dict:
     return o
 
 
-def _kv_read(ctx: Ctx, layer: int, kind: str, src: int, start: int) -> dict:
+def _kv_read(
+    ctx: Ctx, layer: int, kind: str, src: int, first: int, stop: int, tile: int | None
+) -> dict:
+    """MEMCPY of cache rows first..stop-1 into L2 (one key tile of them, when `tile` is set)."""
     c = ctx.config
-    nid = f"L{layer:02d}.{BLK}.{kind}_read"
+    nid = f"L{layer:02d}.{BLK}.{kind}_read" + ("" if tile is None else f".t{tile:02d}")
     dtype = "float32" if ctx.gemma3n else "float16"
-    n = ctx.position - start
+    n = stop - first
     (o,) = ctx.w.add(
         nid,
         kernel="kv_read",
@@ -161,13 +164,36 @@ def _kv_read(ctx: Ctx, layer: int, kind: str, src: int, start: int) -> dict:
             "field": f"{kind}_cache",
             "cache_layer": src,
             "kind": kind,
-            "start": start,
-            "positions": [start, ctx.position],
+            "start": first,
+            "positions": [first, stop],
         },
         func="kv_read",
         act_bytes=n * c.kv_dim * (4 if ctx.gemma3n else 2),
     )
     return o
+
+
+def kv_tiles(ctx: Ctx, layer: int, kind: str, src: int, new: dict) -> list[list[dict]]:
+    """The rows each key tile reads: a `_kv_read` of its past rows and/or this step's row.
+
+    Keys are tiled by ``ctx.tile_rows`` (as the scores are), and each tile's past rows come
+    in through their own MEMCPY, so no KV transfer is larger than one tile: at 8k context a
+    layer's K is sixteen 512-row reads instead of one 8 MiB read, which L2 (1.75 MiB) could
+    never hold. With one tile the read keeps its untiled name.
+    """
+    start, end = key_window(ctx, layer)
+    n_past = ctx.position - start
+    ranges = tile_ranges(end - start, ctx.tile_rows)
+    out = []
+    for t, (a, b) in enumerate(ranges):
+        rows = []
+        if min(b, n_past) > a:
+            tile = None if len(ranges) == 1 else t
+            rows.append(_kv_read(ctx, layer, kind, src, start + a, start + min(b, n_past), tile))
+        if b == end - start:
+            rows.append(new)
+        out.append(rows)
+    return out
 
 
 def kv_projection(ctx: Ctx, layer: int, x_norm: Vec, sin: dict, cos: dict) -> tuple[dict, dict]:
@@ -228,10 +254,25 @@ def _softmax(ctx: Ctx, base: str, layer: int, tiles: list[tuple[dict, dict]]) ->
     return probs
 
 
+def _tile_params(rows: list[dict], new: dict, a: int) -> dict:
+    """What a tile's KV inputs hold: past rows, the new row, and the key index of row 0."""
+    return {"has_past": rows[0] is not new, "has_new": rows[-1] is new, "row_offset": a}
+
+
 def _head(
-    ctx: Ctx, layer: int, h: int, x_norm: Vec, sin, cos, k_rows: list[dict], v_rows: list[dict]
+    ctx: Ctx,
+    layer: int,
+    h: int,
+    x_norm: Vec,
+    sin,
+    cos,
+    k_tiles: list[list[dict]],
+    v_tiles: list[list[dict]],
 ) -> dict:
-    """One query head: projection, QK-norm, RoPE, scores per key tile, softmax, ·V."""
+    """One query head: projection, QK-norm, RoPE, scores per key tile, softmax, ·V per tile.
+
+    ·V accumulates over the key tiles (``accm``), so each tile of V is needed only while its
+    own GEMV runs."""
     c = ctx.config
     L = f"L{layer:02d}.{BLK}"
     g = h // c.q_per_kv
@@ -242,48 +283,53 @@ def _head(
     qr = _rope(ctx, f"{L}.q_rope.h{h}", layer, qn, sin, cos)
     start, end = key_window(ctx, layer)
     n_keys = end - start
-    has_past = len(k_rows) == 2
+    ranges = tile_ranges(n_keys, ctx.tile_rows)
+    k_new, v_new = k_tiles[-1][-1], v_tiles[-1][-1]
     tiles = []
-    for t, (a, b) in enumerate(tile_ranges(n_keys, ctx.tile_rows)):
+    for t, (a, b) in enumerate(ranges):
         nid = f"{L}.scores.h{h}.t{t:02d}"
         s, e = ctx.w.add(
             nid,
             kernel="attn_scores",
             layer=layer,
             block=BLK,
-            inputs=[qr] + k_rows,
+            inputs=[qr] + k_tiles[t],
             outputs=[(nid, (b - a,)), (f"{nid}.emax", (1,))],
             params={
                 "head": h,
                 "kv_head": g,
                 "head_dim": c.head_dim,
                 "keys": [a, b],
-                "has_past": has_past,
+                **_tile_params(k_tiles[t], k_new, a),
             },
             flags={"findemax": 1},
             macs=(b - a) * c.head_dim,
         )
         tiles.append((s, e))
     probs = _softmax(ctx, f"{L}.softmax.h{h}", layer, tiles)
-    nid = f"{L}.pv.h{h}"
-    (o,) = ctx.w.add(
-        nid,
-        kernel="attn_pv",
-        layer=layer,
-        block=BLK,
-        inputs=probs + v_rows,
-        outputs=[(nid, (c.head_dim,))],
-        params={
-            "head": h,
-            "kv_head": g,
-            "head_dim": c.head_dim,
-            "keys": [0, n_keys],
-            "has_past": has_past,
-            "operands": [len(probs)] + [1] * len(v_rows),
-        },
-        macs=n_keys * c.head_dim,
-    )
-    return o
+    acc = None
+    for t, (a, b) in enumerate(ranges):
+        nid = f"{L}.pv.h{h}" + ("" if len(ranges) == 1 else f".t{t:02d}")
+        rows = v_tiles[t]
+        (acc,) = ctx.w.add(
+            nid,
+            kernel="attn_pv",
+            layer=layer,
+            block=BLK,
+            inputs=[probs[t]] + rows + ([acc] if acc else []),
+            outputs=[(nid, (c.head_dim,))],
+            params={
+                "head": h,
+                "kv_head": g,
+                "head_dim": c.head_dim,
+                "keys": [a, b],
+                **_tile_params(rows, v_new, a),
+                "operands": [1] * (1 + len(rows) + (1 if acc else 0)),
+            },
+            flags={"accm": 1} if acc else {},
+            macs=(b - a) * c.head_dim,
+        )
+    return acc
 
 
 def attention(
@@ -310,12 +356,9 @@ def attention(
             for kind in ("k", "v")
         )  # fmt: skip
     k_new, v_new = kv_new[src]
-    start, _ = key_window(ctx, layer)
-    k_rows, v_rows = [k_new], [v_new]
-    if ctx.position > start:
-        k_rows = [_kv_read(ctx, layer, "k", src, start), k_new]
-        v_rows = [_kv_read(ctx, layer, "v", src, start), v_new]
-    heads = [_head(ctx, layer, h, x_norm, sin, cos, k_rows, v_rows) for h in range(c.n_q_heads)]
+    k_tiles = kv_tiles(ctx, layer, "k", src, k_new)
+    v_tiles = kv_tiles(ctx, layer, "v", src, v_new)
+    heads = [_head(ctx, layer, h, x_norm, sin, cos, k_tiles, v_tiles) for h in range(c.n_q_heads)]
     return gemv_ksplit(
         ctx,
         f"{L}.o_proj",

@@ -322,8 +322,8 @@ def _check_kv(graph: nx.DiGraph, cfg: Gemma3nConfig, layer: int, nodes: list[str
                 f"{n} reads cache slot {a['params'].get('cache_layer')}; layer {layer} "
                 f"attends over layer {src}'s cache"
             )
-        if a["kernel"] in ("attn_scores", "attn_pv"):
-            new_row = a["inputs"][-1]["name"]
+        if a["kernel"] in ("attn_scores", "attn_pv") and a["params"].get("has_new", True):
+            new_row = a["inputs"][1 + int(bool(a["params"].get("has_past")))]["name"]
             w = _writer_of(graph, n, new_row)
             wp = graph.nodes[w]["params"] if w else {}
             if wp.get("cache_layer") != src:

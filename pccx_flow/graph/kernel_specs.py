@@ -59,19 +59,22 @@ weight: {"key", "rows": [r0, r1], "cols"?: [c0, c1]}; params: {"layout": "out_in
   "operands": [...]}; W as in the module docstring (INT4 dequantised, float32 as stored;
   flags.w_scale = 1 marks INT4 tiles, whose per-row scales stream with the nibbles).
 output: y [r1-r0] float32 = W @ x (+ acc).""",
-    "attn_scores": """Q·Kᵀ for one query head and a run of keys (GEMV, flags.findemax = 1).
-inputs: q [head_dim]; then k_past [n_past, kv_dim] (only when params.has_past); then
-  k_new [kv_dim] (this position's row, float16 on pccx, float32 on gemma3n).
-params: {"head": h, "kv_head": g, "head_dim": d, "keys": [a, b], "has_past": bool}.
-rows = concat(k_past, k_new[None]) along axis 0 (just k_new[None] without a past);
-K = rows[a:b, g*d:(g+1)*d].astype(float32).
+    "attn_scores": """Q·Kᵀ for one query head and one key tile (GEMV, flags.findemax = 1).
+inputs: q [head_dim]; then k_past [n, kv_dim] (the tile's earlier rows, only when
+  params.has_past); then k_new [kv_dim] (this position's row, only when params.has_new,
+  default true; float16 on pccx, float32 on gemma3n).
+params: {"head": h, "kv_head": g, "head_dim": d, "keys": [a, b], "has_past": bool,
+  "has_new": bool, "row_offset": o} (o: key index of the tile's first row, default 0).
+rows = concat(k_past, k_new[None]) along axis 0 (whichever are present);
+K = rows[a-o:b-o, g*d:(g+1)*d].astype(float32).
 outputs: scores [b-a] float32 = K @ q (no 1/sqrt(d), no softcap); emax [1] = max(scores).""",
-    "attn_pv": """Probabilities · V for one query head (GEMV).
-inputs: the probability chunks of the head (operand 0 = concat, length b-a); then v_past
-  [n_past, kv_dim] (only when params.has_past); then v_new [kv_dim].
-params: {"head", "kv_head": g, "head_dim": d, "keys": [a, b], "has_past", "operands"}.
-rows as in attn_scores; V = rows[a:b, g*d:(g+1)*d].astype(float32).
-output: out [d] float32 = p @ V.""",
+    "attn_pv": """Probabilities · V for one query head and one key tile (GEMV).
+inputs: the tile's probabilities [b-a]; then v_past / v_new as in attn_scores; then, when
+  flags.accm = 1, the previous tile's partial output [d].
+params: {"head", "kv_head": g, "head_dim": d, "keys": [a, b], "has_past", "has_new",
+  "row_offset", "operands"}.
+rows as in attn_scores; V = rows[a-o:b-o, g*d:(g+1)*d].astype(float32).
+output: out [d] float32 = p @ V (+ acc).""",
     # ---------------------------------------------------------------- CVO -----------------
     "cvo_exp": """CVO EXP with flags.sub_emax = 1: y = exp(x - m[0]).
 inputs: x [n], m [1] (the running max). output: y [n].""",
@@ -153,10 +156,10 @@ inputs: the head vectors of the row (operand 0 = concat, [kv_dim] float32).
 params: {"cache_layer": i, "kind": "k"|"v", "position": p, "cache_dtype": "float16"|"float32"}.
 output: row [kv_dim] in cache_dtype (the value the executor commits to
 state[kind][cache_layer][p] after the step, and the value attention reads).""",
-    "kv_read": """MEMCPY of earlier cache rows from DDR. No inputs.
+    "kv_read": """MEMCPY of earlier cache rows (one key tile of them) from DDR. No inputs.
 params: {"source": "state", "field": "k_cache"|"v_cache", "cache_layer": i,
-"kind": "k"|"v", "start": a, "positions": [a, p]}.
-output: rows [p - a, kv_dim] in the cache dtype = cache[cache_layer][a:p].""",
+"kind": "k"|"v", "start": a, "positions": [a, b]} with b <= p (this position).
+output: rows [b - a, kv_dim] in the cache dtype = cache[cache_layer][a:b].""",
     "state_read": """MEMCPY of a value that enters a cut graph (layers=(a, b), a > 0) from the
 state. No inputs. params: {"source": "state", "field": "xs", "row": k} | {"field": "pli",
 "layer": i} | {"field": "kv_new", "cache_layer": i, "kind": "k"|"v"}.

@@ -25,6 +25,8 @@ may also write a bare number (its tag is then ``user``), and may start from a bu
 from __future__ import annotations
 
 import math
+import os
+import stat
 import tomllib
 from dataclasses import asdict, dataclass, field
 from importlib import resources
@@ -52,6 +54,35 @@ _KINDS = {
 # zeros) is refused instead of producing absurd estimates or a scheduler that never ends.
 MAX_LANES_PER_CLASS = 32  # the GEMV/GEMM parallel_lane field is 5 bits wide
 MIN_CLOCK_HZ, MAX_CLOCK_HZ = 1e6, 10e9
+
+# Plausible range of every other number, so an absurd value (a 1e-300 bandwidth, a 1e300
+# overhead) is refused in one line instead of overflowing the cost model later. Integers
+# (counts, bytes, cycles, addresses) are at most MAX_INT_FIELD; a number field's range is
+# the first of _NUM_RANGES whose suffix ends its name, else _NUM_RANGE. (The [clocks]
+# fields have their own check, with MIN_CLOCK_HZ..MAX_CLOCK_HZ.)
+MAX_INT_FIELD = 2**40
+_NUM_RANGES = (
+    ("bytes_per_second", 1e3, 1e15),  # DDR bandwidth
+    ("elements_per_second", 1e3, 1e15),  # host throughput
+    ("_hz", MIN_CLOCK_HZ, MAX_CLOCK_HZ),  # clocks
+    ("_seconds", 0.0, 3600.0),  # overheads and time limits
+    ("cycles_per_element", 1e-6, 1e6),
+)
+_NUM_RANGE = (1e-9, 1e15)
+
+# A profile file is small TOML; anything larger is not a profile (or is /dev/zero).
+MAX_PROFILE_BYTES = 1 << 20
+
+
+def plausible_range(label: str, kind: str) -> tuple[float, float]:
+    """The (low, high) a profile field `label` (``section.key``) of `kind` may take."""
+    if kind.startswith("int"):
+        return (0 if kind in ("int0", "intlist0") else 1), MAX_INT_FIELD
+    for suffix, lo, hi in _NUM_RANGES:
+        if label.endswith(suffix):
+            return lo, hi
+    return _NUM_RANGE
+
 
 # Every section of a profile file and the kind of each of its fields. `lanes`, the CVO
 # latency table and the DataMover pages are checked separately (their keys are names).
@@ -284,7 +315,7 @@ def _read_raw(name_or_path: str | Path) -> tuple[dict, str]:
         )
     where = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read_small_text(path)
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
         raise ProfileError(
@@ -313,6 +344,30 @@ def _read_raw(name_or_path: str | Path) -> tuple[dict, str]:
     if isinstance(raw.get("profile"), dict):
         raw["profile"].setdefault("source", where)
     return raw, where
+
+
+def _read_small_text(path: Path) -> str:
+    """A regular file's text, refused (one line) if it is a FIFO, a device or too large.
+
+    The file is opened non-blocking so a FIFO cannot hang the open, and checked on the
+    open descriptor (no race with a swap after the check); at most MAX_PROFILE_BYTES are read.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        data = os.read(fd, MAX_PROFILE_BYTES + 1) if regular else b""
+    finally:
+        os.close(fd)
+    if not regular:
+        raise ProfileError(
+            f"profile {path} is not a regular file (a FIFO, device or folder); give a .toml file"
+        )
+    if len(data) > MAX_PROFILE_BYTES:
+        raise ProfileError(
+            f"profile {path} is larger than {MAX_PROFILE_BYTES // 1024} KiB; a profile is a "
+            "small TOML file"
+        )
+    return data.decode("utf-8")
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -375,6 +430,13 @@ class _Reader:
         if not check(value):
             raise self.fail(
                 f"field '{label}' must be {words}, got {value!r} ({type(value).__name__})"
+            )
+        lo, hi = plausible_range(label, kind)
+        values = value if isinstance(value, list) else [value]
+        if not label.startswith("clocks.") and any(not lo <= v <= hi for v in values):
+            lo_text = "0" if kind == "num0" else f"{lo:g}"
+            raise self.fail(
+                f"field '{label}' = {value!r} is not plausible; give a value in {lo_text}..{hi:g}"
             )
         self.provenance[label] = Provenance(tag, note)
         return value

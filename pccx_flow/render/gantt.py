@@ -18,7 +18,7 @@ from __future__ import annotations
 import html
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import networkx as nx
@@ -91,6 +91,10 @@ class GanttData:
     core_hz: float | None
     profile: str
     critical_source: str
+    # L2 occupancy as [(t, bytes from t on)] (`schedule.memory.l2_occupancy`) and the
+    # capacity it is drawn against; empty when the schedule was made without memory.
+    memory: tuple = ()
+    memory_capacity: int = 0
 
 
 def write_gantt(
@@ -101,6 +105,7 @@ def write_gantt(
     metrics: dict | None = None,
     profile=None,
     timeout: float = DEFAULT_TIMEOUT_S,
+    memory: tuple[list[tuple[int, int]], int] | None = None,
 ) -> Path:
     """Write a Gantt chart of `schedule` to `path` (``.svg``, ``.png`` or ``.html``).
 
@@ -108,6 +113,8 @@ def write_gantt(
     (as returned by `schedule_metrics`) when given, else traced back through the timeline.
     `profile` (a `Profile`) gives the core clock for the µs axis; without it the profile
     named by the schedule is loaded, and if that fails the chart shows cycles only.
+    `memory` = (L2 occupancy series, capacity in bytes) adds an L2 row under the lanes
+    (SVG and PNG).
     """
     path = Path(path)
     fmt = path.suffix.lower().lstrip(".")
@@ -117,6 +124,8 @@ def write_gantt(
             + ", ".join(f".{f}" for f in GANTT_FORMATS)
         )
     data = gantt_data(schedule, graph, metrics=metrics, profile=profile)
+    if memory is not None and memory[0]:
+        data = replace(data, memory=tuple(memory[0]), memory_capacity=int(memory[1]))
     path.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "html":
         path.write_text(gantt_html(data), encoding="utf-8")
@@ -297,7 +306,7 @@ def layout(data: GanttData) -> tuple[list, int]:
     """The chart as primitives in pixel coordinates; returns (primitives, height)."""
     plot_w = WIDTH - LEFT - RIGHT
     top = 92
-    rows = len(data.lanes)
+    rows = len(data.lanes) + (2 if data.memory else 0)  # the L2 row is two rows tall
     plot_h = rows * (ROW + ROW_GAP)
     bottom = top + plot_h
 
@@ -358,6 +367,8 @@ def layout(data: GanttData) -> tuple[list, int]:
                 "bar critical" if first["critical"] else "bar",
             )
         )
+    if data.memory:
+        out.extend(_memory_row(data, x, top + len(data.lanes) * (ROW + ROW_GAP), plot_w))
     critical = [b for b in data.bars if b["critical"]]
     for run in _runs(critical, x, lambda b: b["row"]):
         x0, x1 = x(run[0]["start"]), x(run[-1]["finish"])
@@ -377,6 +388,35 @@ def layout(data: GanttData) -> tuple[list, int]:
         out.append(Text(xx + 18, y, label, 10))
         xx += width
     return out, int(y + 20)
+
+
+def _memory_row(data: GanttData, x, y: float, plot_w: float) -> list:
+    """The L2 row: bytes resident over time as a filled step, against the capacity line."""
+    h = 2 * ROW + ROW_GAP
+    cap = max(data.memory_capacity, max(b for _, b in data.memory), 1)
+    peak = max(b for _, b in data.memory)
+    out: list = [
+        Rect(LEFT, y - 2, plot_w, h + 4, "#eef3f8"),
+        Text(LEFT - 8, y + ROW * 0.7, "L2", 11, "end"),
+        Text(LEFT - 8, y + ROW * 1.5, f"peak {peak / 2**20:.2f} MiB", 9, "end"),
+    ]
+    # The highest level in each pixel column, so a whole step stays a few hundred rects.
+    steps = list(data.memory) + [(data.makespan, 0)]
+    column: dict[int, int] = {}
+    for (t0, b), (t1, _) in zip(steps, steps[1:], strict=False):
+        if b > 0 and t1 > t0:
+            for px in range(int(x(t0)), int(x(t1)) + 1):
+                column[px] = max(column.get(px, 0), b)
+    for px in sorted(column):
+        b = column[px]
+        bh = h * b / cap
+        tip = f"L2 up to {b:,} bytes ({b / 2**20:.2f} MiB) here"
+        out.append(Rect(px, y + h - bh, 1.0, bh, "#5b8db8", tip=tip))
+    cy = y + h - h * data.memory_capacity / cap
+    out.append(Line(LEFT, cy, LEFT + plot_w, cy, "#b22222", 1.0, dashed=True))
+    out.append(Text(LEFT + plot_w - 2, cy - 2, f"capacity {data.memory_capacity / 2**20:.2f} MiB",
+                    9, "end", colour="#b22222"))  # fmt: skip
+    return out
 
 
 def _runs(bars: list[dict], x, key, max_px: float = 1.5) -> list[list[dict]]:

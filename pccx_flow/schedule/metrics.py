@@ -75,6 +75,38 @@ def problem_bounds(problem: SchedulingProblem) -> dict[str, int]:
     return bounds
 
 
+def residency_bounds(problem: SchedulingProblem) -> dict[str, int]:
+    """A lower bound per capacity from the byte-cycles its demands must spend resident.
+
+    Claim: for every valid schedule of length T and each capacity c of size C,
+    ``T >= ceil(sum_n d_n * (m_n + max_{s in succ(n)} m_s) / C)`` where d_n is n's demand
+    on c and m_x the least cost of x on any lane (the max over no successors is 0).
+
+    Proof: n's bytes are resident from start(n) to the last finish of n and its
+    successors (the problem's rule, checked by the validator). n runs at least m_n, and
+    every successor s starts no earlier than finish(n) and runs at least m_s, so each
+    finishes no earlier than start(n) + m_n + m_s: n is resident for at least
+    m_n + max_s m_s cycles, all within [0, T]. The occupancy of c is at most C at every
+    moment, so its integral over [0, T] - which is the sum of d_n times n's residency - is
+    at most C * T. Dividing by C gives the claim (T is an integer, hence the ceiling).
+
+    It adds a constraint to the problem and removes none, so every bound without memory
+    stays valid; this one binds when the capacity is small against long-lived bytes (KV
+    tiles that stream in while their scores run).
+    """
+    out: dict[str, int] = {}
+    for cap, size in problem.capacities.items():
+        total = 0
+        for n, row in problem.demands.items():
+            d = row.get(cap, 0)
+            if d:
+                after = max((problem.min_cost(s) for s in problem.succs[n]), default=0)
+                total += d * (problem.min_cost(n) + after)
+        if total and size:
+            out[f"residency:{cap}"] = ceil(total / size)
+    return out
+
+
 POOL_CHAIN_HOPS = 4  # 5 tightens E4B's bound by 0.3 % more for 50 % more time
 
 
@@ -430,6 +462,29 @@ def utilisation(schedule: Schedule) -> dict[str, float]:
     return {lane: (b / span if span else 0.0) for lane, b in busy.items()}
 
 
+def memory_metrics(schedule: Schedule, problem: SchedulingProblem) -> dict[str, Any]:
+    """Per capacity (``l2``, ``l2_reach``): size, peak and time-mean bytes; memory waits.
+
+    Keys are ``<capacity>_bytes``, ``<capacity>_peak_bytes``, ``<capacity>_mean_bytes``
+    (over the makespan), plus ``memory_wait_cycles`` (sum over nodes of the cycles a node
+    waited for room after its inputs were ready, as the timeline recorded) and
+    ``memory_wait_nodes``. Empty when the problem models no capacity.
+    """
+    from pccx_flow.schedule.memory import occupancy, occupancy_stats
+
+    if not problem.capacities:
+        return {}
+    out: dict[str, Any] = {}
+    for cap, size in problem.capacities.items():
+        stats = occupancy_stats(occupancy(schedule, problem, cap), schedule.makespan)
+        out[f"{cap}_bytes"] = size
+        out[f"{cap}_peak_bytes"] = stats["peak_bytes"]
+        out[f"{cap}_mean_bytes"] = stats["mean_bytes"]
+    out["memory_wait_cycles"] = sum(schedule.memory_wait.values())
+    out["memory_wait_nodes"] = len(schedule.memory_wait)
+    return out
+
+
 def schedule_metrics(schedule: Schedule, problem: SchedulingProblem, profile: Any = None) -> dict:
     """Every metric of the module docstring as plain, JSON-compatible data."""
     span = schedule.makespan
@@ -439,7 +494,11 @@ def schedule_metrics(schedule: Schedule, problem: SchedulingProblem, profile: An
         bounds, bound_source = problem_bounds(problem), "problem"
     reference_name = max(bounds, key=lambda k: bounds[k])
     reference = bounds[reference_name]
-    bounds = {**bounds, **pool_chain_bounds(problem, hops=POOL_CHAIN_HOPS)}
+    bounds = {
+        **bounds,
+        **pool_chain_bounds(problem, hops=POOL_CHAIN_HOPS),
+        **residency_bounds(problem),
+    }
     largest_name = max(bounds, key=lambda k: bounds[k])
     largest = bounds[largest_name]
     cp_min = min_cost_critical_path(problem)
@@ -464,6 +523,7 @@ def schedule_metrics(schedule: Schedule, problem: SchedulingProblem, profile: An
         "utilisation": utilisation(schedule),
         "pool_occupancy": pool_occupancy(schedule, problem),
     }
+    out.update(memory_metrics(schedule, problem))
     core_hz = getattr(profile, "core_hz", None)
     if core_hz:
         out["estimate"] = estimate_label(profile)

@@ -53,6 +53,9 @@ class Schedule:
     profile: str
     lanes: tuple[Lane, ...]
     slots: dict[Hashable, Slot] = field(default_factory=dict)
+    # Cycles each node waited for a capacity (L2) after its inputs were ready; only nodes
+    # that waited. Informational: the validator checks occupancy, not this.
+    memory_wait: dict[Hashable, int] = field(default_factory=dict)
 
     @property
     def makespan(self) -> int:

@@ -78,6 +78,8 @@ class SchedulingProblem:
         pools: Mapping[str, int] | None = None,
         name: str = "",
         source: Any = None,
+        capacities: Mapping[str, int] | None = None,
+        demands: Mapping[Node, Mapping[str, int]] | None = None,
     ) -> None:
         if not nx.is_directed_acyclic_graph(graph):
             cycle = nx.find_cycle(graph)
@@ -146,6 +148,8 @@ class SchedulingProblem:
                     )
             self.resources[n] = needed
 
+        self.capacities, self.demands = check_capacities(self.order, capacities, demands)
+
     @classmethod
     def from_functions(
         cls,
@@ -157,6 +161,8 @@ class SchedulingProblem:
         resources: Callable[[Node], Iterable[str]] | None = None,
         pools: Mapping[str, int] | None = None,
         name: str = "",
+        capacities: Mapping[str, int] | None = None,
+        demand: Callable[[Node], Mapping[str, int]] | None = None,
     ) -> SchedulingProblem:
         """A problem from a ``cost(node, lane) -> int | None`` function (None: cannot run).
 
@@ -170,7 +176,11 @@ class SchedulingProblem:
         lanes = tuple(lanes)
         costs = {n: {ln.name: cost(n, ln) for ln in lanes} for n in graph.nodes}
         res = {n: tuple(resources(n)) for n in graph.nodes} if resources else None
-        return cls(graph, lanes, costs, comm=comm, resources=res, pools=pools, name=name)
+        dem = {n: dict(demand(n)) for n in graph.nodes} if demand else None
+        return cls(
+            graph, lanes, costs, comm=comm, resources=res, pools=pools, name=name,
+            capacities=capacities, demands=dem,
+        )  # fmt: skip
 
     def _lane_pos(self, lane_name: str) -> int:
         return self._lane_index.get(lane_name, len(self.lanes))
@@ -213,6 +223,15 @@ class SchedulingProblem:
             return 0.0
         return sum(self.comm(u, v, a, b) for a, b in pairs) / len(pairs)
 
+    def held_until(self, node: Node, finish: Mapping[Node, int]) -> int:
+        """When `node`'s capacity demand is freed: the last finish of it and its successors."""
+        end = finish[node]
+        for s in self.succs[node]:
+            f = finish[s]
+            if f > end:
+                end = f
+        return end
+
     def __len__(self) -> int:
         return len(self.order)
 
@@ -221,6 +240,48 @@ class SchedulingProblem:
             f"SchedulingProblem({self.name or 'unnamed'}: {len(self.order)} nodes, "
             f"{len(self.lanes)} lanes, pools {self.pools})"
         )
+
+
+def check_capacities(
+    order: Iterable[Node],
+    capacities: Mapping[str, int] | None,
+    demands: Mapping[Node, Mapping[str, int]] | None,
+) -> tuple[dict[str, int], dict[Node, dict[str, int]]]:
+    """Clean capacity resources: ``{name: bytes}`` and ``{node: {name: bytes}}`` (no zeros).
+
+    A capacity resource is memory shared over time (bytes of L2, say), unlike a pool, which
+    is held only while a node runs. A node with demand ``d`` on capacity ``c`` allocates
+    ``d`` at its start and frees it when the last of itself and its successors finishes: the
+    node's output stays resident until every consumer has read it. At every moment the
+    allocations alive on ``c`` must sum to at most ``capacities[c]``. A node therefore needs
+    its own demand plus its predecessors' while it runs; a demand above the capacity makes
+    the problem infeasible, which the timeline reports for the node.
+    """
+    caps: dict[str, int] = {}
+    for cap_name, size in (capacities or {}).items():
+        if int(size) != size or size < 0:
+            raise ProfileError(f"capacity {cap_name!r} is {size!r}; use an int >= 0 (bytes)")
+        caps[str(cap_name)] = int(size)
+    dem: dict[Node, dict[str, int]] = {}
+    raw = demands or {}
+    for n in order:
+        row = raw.get(n)
+        if not row:
+            continue
+        clean: dict[str, int] = {}
+        for cap_name, d in row.items():
+            if cap_name not in caps:
+                raise ProfileError(
+                    f"node {n!r} has a demand on unknown capacity {cap_name!r}; "
+                    f"declare it in capacities"
+                )
+            if int(d) != d or d < 0:
+                raise GraphError(f"node {n!r}: demand {d!r} on {cap_name!r} is not an int >= 0")
+            if d:
+                clean[str(cap_name)] = int(d)
+        if clean:
+            dem[n] = clean
+    return caps, dem
 
 
 def _program_order(graph: nx.DiGraph) -> tuple[Node, ...]:
@@ -232,12 +293,17 @@ def _program_order(graph: nx.DiGraph) -> tuple[Node, ...]:
     return tuple(nx.lexicographical_topological_sort(graph, key=pos.__getitem__))
 
 
-def problem_from_graph(graph: nx.DiGraph, profile: Any) -> SchedulingProblem:
+def problem_from_graph(
+    graph: nx.DiGraph, profile: Any, *, memory: bool = False
+) -> SchedulingProblem:
     """The scheduling problem of a decode graph on a hardware profile.
 
     A node runs on any lane of its ``lane_class`` for `node_cycles` cycles and holds one
     instance of each pool `node_resources` names. Communication is free: every lane reads and
-    writes the shared L2, so a value produced on one lane is visible to all.
+    writes the shared L2, so a value produced on one lane is visible to all. With
+    ``memory=True`` the problem also carries the profile's L2 (and SFU reach) as capacities
+    and each node's resident bytes as demands, and its DAG (a copy of `graph`) gains the
+    order-only edges that issue KV tile reads just ahead of use (`pccx_flow.schedule.memory`).
     """
     from pccx_flow.hardware.cost import node_cycles, node_resources
 
@@ -263,12 +329,23 @@ def problem_from_graph(graph: nx.DiGraph, profile: Any) -> SchedulingProblem:
         cycles = int(node_cycles(view, profile))
         costs[n] = {name: cycles for name in names}
         resources[n] = tuple(node_resources(view, profile))
+    capacities = demands = None
+    dag = graph
+    if memory:
+        from pccx_flow.schedule.memory import decode_capacities, decode_demands, kv_prefetch_edges
+
+        capacities = decode_capacities(profile)
+        demands = decode_demands(graph, capacities)
+        dag = graph.copy()
+        dag.add_edges_from(kv_prefetch_edges(graph), order_only=True, bytes=0)
     return SchedulingProblem(
-        graph,
+        dag,
         lanes,
         costs,
         resources=resources,
         pools=dict(profile.pools),
         name=f"{graph.graph.get('config', 'graph')} on {profile.name}",
         source=graph,
+        capacities=capacities,
+        demands=demands,
     )

@@ -10,6 +10,11 @@ Three ways to name a policy:
 `run_policy` runs the policy on a fresh timeline and hands the result to the validator. A
 policy that raises, returns something it should not, or leaves nodes unscheduled becomes a
 one-line `PolicyError` naming it and what it did, never a traceback or a half schedule.
+
+Plugins (every name that is not built in) are imported, built and run only in a child
+process under a time limit (`pccx_flow.schedule.sandbox`): one that exits, hangs or raises a
+`BaseException` at import or while scheduling ends in the same one-line `PolicyError`, and
+`list_policies` lists a plugin that cannot be loaded as broken instead of failing.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -35,6 +41,7 @@ from pccx_flow.schedule.policies.min_min import MinMin
 from pccx_flow.schedule.policies.program_order import ProgramOrder
 from pccx_flow.schedule.policies.random_order import RandomOrder
 from pccx_flow.schedule.problem import SchedulingProblem, problem_from_graph
+from pccx_flow.schedule.sandbox import LOAD_TIMEOUT, check_timeout, default_timeout, run_in_child
 from pccx_flow.schedule.timeline import BusyIntervals, Timeline
 from pccx_flow.schedule.validate import validate_schedule
 
@@ -77,11 +84,15 @@ def list_policies() -> list[tuple[str, str, str]]:
     for name, ep in sorted(plugin_entry_points().items()):
         if name in BUILTIN_POLICIES:
             continue
-        try:
-            desc = str(getattr(ep.load(), "description", "") or "")
-        except Exception as exc:  # noqa: BLE001 - a broken plugin must not break --list
-            desc = f"(cannot be loaded: {type(exc).__name__}: {_one_line(exc)})"
-        rows.append((name, f"plugin {ep.value}", desc))
+        try:  # in a child: a plugin that exits or hangs at import must not break --list
+            desc = run_in_child(
+                lambda _progress, ep=ep: str(getattr(ep.load(), "description", "") or ""),
+                label=name,
+                timeout=LOAD_TIMEOUT,
+            )
+        except PolicyError as exc:
+            desc = f"(cannot be loaded: {str(exc).removeprefix(f'policy {name} raised ')})"
+        rows.append((name, f"plugin {ep.value}", str(desc)))
     return rows
 
 
@@ -164,6 +175,46 @@ def make_policy(spec: str, *, seed: int = 0, **options: Any) -> Any:
     return policy
 
 
+@dataclass(frozen=True)
+class PluginPolicy:
+    """A third-party policy named by `spec`, to be built and run only in a child process.
+
+    `timeout` is the time limit of one run in seconds (None: `default_timeout` of the
+    problem's size). The parent never imports the plugin; `description` was read by a child.
+    """
+
+    spec: str
+    seed: int = 0
+    options: dict = field(default_factory=dict)
+    timeout: float | None = None
+    description: str = ""
+
+    def build(self) -> Any:
+        """The policy instance (call this in the child only)."""
+        return make_policy(self.spec, seed=self.seed, **self.options)
+
+
+def prepare_policy(
+    spec: str, *, seed: int = 0, timeout: float | None = None, **options: Any
+) -> Any:
+    """A policy ready for `run_on_problem`, checked before any slow work.
+
+    Built-in names give an instance (run in-process); any other name is loaded and built
+    once in a child process (so a broken plugin fails now, with one line) and gives a
+    `PluginPolicy` that is run in a child under `timeout` seconds.
+    """
+    timeout = check_timeout(timeout)
+    if spec in BUILTIN_POLICIES:
+        return make_policy(spec, seed=seed, **options)
+    plugin = PluginPolicy(spec, seed, dict(options), timeout)
+    description = run_in_child(
+        lambda _progress: str(getattr(plugin.build(), "description", "") or ""),
+        label=spec,
+        timeout=LOAD_TIMEOUT if timeout is None else min(timeout, LOAD_TIMEOUT),
+    )
+    return PluginPolicy(spec, seed, dict(options), timeout, str(description))
+
+
 def _slots_from_mapping(result: Mapping, problem: SchedulingProblem, label: str) -> dict[Any, Slot]:
     """Turn a policy's own ``{node: (lane, start)}`` answer into slots.
 
@@ -205,18 +256,111 @@ def run_on_problem(
     profile: str,
     on_place: Callable[[Slot], None] | None = None,
 ) -> Schedule:
-    """Run one policy instance on `problem`; always returns a validated schedule.
+    """Run one policy on `problem`; always returns a validated schedule.
 
-    `on_place` is called with each slot as the policy places it (a progress bar).
+    `policy` is an instance (run here) or a `PluginPolicy` (run in a child under its time
+    limit). `on_place` is called with each slot as the policy places it (a progress bar);
+    for a plugin it is called once per placed node with None (the child keeps the slots).
     """
+    if isinstance(policy, PluginPolicy):
+        schedule = _run_plugin(policy, problem, label=label, profile=profile, on_place=on_place)
+    else:
+        schedule = _run_unchecked(policy, problem, label=label, profile=profile, on_place=on_place)
+    try:
+        validate_schedule(schedule, problem)
+    except ScheduleError as exc:
+        raise PolicyError(f"policy {label} produced an invalid schedule: {_one_line(exc)}") from exc
+    return schedule
+
+
+def _run_plugin(
+    plugin: PluginPolicy,
+    problem: SchedulingProblem,
+    *,
+    label: str,
+    profile: str,
+    on_place: Callable[[Slot], None] | None,
+) -> Schedule:
+    """Run `plugin` in a child; rebuild its schedule from the plain rows the child sends."""
+    nodes = list(problem.graph.nodes)
+    step = max(1, len(nodes) // 100)
+
+    def job(progress: Callable[[int], None]) -> list:
+        pending = 0
+
+        def placed(_slot: Slot) -> None:
+            nonlocal pending
+            pending += 1
+            if pending >= step:
+                progress(pending)
+                pending = 0
+
+        schedule = _run_unchecked(
+            plugin.build(), problem, label=label, profile=profile, on_place=placed
+        )
+        index = {node: i for i, node in enumerate(nodes)}
+        return [
+            [index[s.node], s.lane, s.start, s.finish, list(s.resources)]
+            for s in schedule.slots.values()
+        ]
+
+    done = 0
+
+    def progressed(count: int) -> None:
+        nonlocal done
+        if on_place is not None:
+            for _ in range(max(0, min(count, len(nodes)) - done)):
+                on_place(None)  # type: ignore[arg-type]
+        done = max(done, count)
+
+    timeout = plugin.timeout if plugin.timeout is not None else default_timeout(len(nodes))
+    rows = run_in_child(job, label=label, timeout=timeout, on_progress=progressed)
+    return Schedule(label, profile, problem.lanes, _slots_from_rows(rows, nodes, label))
+
+
+def _slots_from_rows(rows: Any, nodes: list, label: str) -> dict[Any, Slot]:
+    """Slots from a child's ``[[node index, lane, start, finish, [pool instances]], ...]``."""
+    slots: dict[Any, Slot] = {}
+    if not isinstance(rows, list):
+        raise PolicyError(f"policy {label} sent a malformed schedule")
+    for row in rows:
+        ok = isinstance(row, list) and len(row) == 5
+        if ok:
+            i, lane, start, finish, held = row
+            ok = (
+                all(isinstance(v, int) and not isinstance(v, bool) for v in (i, start, finish))
+                and 0 <= i < len(nodes)
+                and isinstance(lane, str)
+                and isinstance(held, list)
+                and all(isinstance(h, str) for h in held)
+                and nodes[i] not in slots
+            )
+        if not ok:
+            raise PolicyError(f"policy {label} sent a malformed schedule row {str(row)[:80]}")
+        slots[nodes[i]] = Slot(nodes[i], lane, start, finish, tuple(held))
+    return slots
+
+
+def _run_unchecked(
+    policy: Any,
+    problem: SchedulingProblem,
+    *,
+    label: str,
+    profile: str,
+    on_place: Callable[[Slot], None] | None,
+) -> Schedule:
+    """The schedule `policy` makes of `problem`, not yet validated."""
     timeline = Timeline(problem)
     timeline.on_place = on_place
     try:
         result = policy.schedule(problem, timeline)
     except PccxFlowError as exc:
         raise PolicyError(f"policy {label} failed: {_one_line(exc)}") from exc
-    except (Exception, SystemExit) as exc:  # a plugin calling sys.exit() must not end the run
-        raise PolicyError(f"policy {label} raised {type(exc).__name__}: {_one_line(exc)}") from exc
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - sys.exit(), GeneratorExit, ... in a policy
+        what = f"{type(exc).__name__}: {_one_line(exc)}" if str(exc) else type(exc).__name__
+        raise PolicyError(f"policy {label} raised {what}") from exc
     if result is None:
         missing = timeline.unplaced()
         if missing:
@@ -234,10 +378,6 @@ def run_on_problem(
             f"policy {label} returned a {type(result).__name__}; schedule() must place nodes "
             f"through the timeline and return None (or return {{node: (lane, start)}})"
         )
-    try:
-        validate_schedule(schedule, problem)
-    except ScheduleError as exc:
-        raise PolicyError(f"policy {label} produced an invalid schedule: {_one_line(exc)}") from exc
     return schedule
 
 
@@ -247,11 +387,14 @@ def run_policy(
     policy: str | Any = DEFAULT_POLICY,
     *,
     seed: int = 0,
+    policy_timeout: float | None = None,
     **options: Any,
 ) -> Schedule:
     """Schedule a decode graph (with a profile) or a ready-made problem with one policy.
 
-    `seed` and `options` go to the policy's constructor (see `make_policy`).
+    `seed` and `options` go to the policy's constructor (see `make_policy`). A plugin named
+    by string runs in a child process, stopped after `policy_timeout` seconds (default:
+    `pccx_flow.schedule.sandbox.default_timeout` of the problem's size).
 
     `policy` is a name (see module docstring) or a policy instance. The schedule returned has
     passed `validate_schedule`.
@@ -276,7 +419,10 @@ def run_policy(
         profile_name = profile.name
     if isinstance(policy, str):
         label = policy
-        instance = make_policy(policy, seed=seed, **options)
+        instance = prepare_policy(policy, seed=seed, timeout=policy_timeout, **options)
+    elif isinstance(policy, PluginPolicy):
+        label = policy.spec
+        instance = policy if policy_timeout is None else replace(policy, timeout=policy_timeout)
     else:
         instance = policy
         label = str(getattr(policy, "name", "") or type(policy).__name__)

@@ -96,6 +96,21 @@ def format_summary(metrics: dict, context: dict | None = None, *, top_lanes: int
                 f"{pool}: all {full} busy {_pct(cycles[full] / span)}, "
                 f"none busy {_pct(cycles[0] / span)} of the makespan"
             )
+    for cap in ("l2", "l2_reach"):
+        size = metrics.get(f"{cap}_bytes")
+        if size:
+            peak, mean = metrics[f"{cap}_peak_bytes"], metrics[f"{cap}_mean_bytes"]
+            lines.append(
+                f"{cap:<9} peak {peak / 1024:,.1f} KiB ({_pct(peak / size)} of "
+                f"{size / 1024:,.0f} KiB), mean {mean / 1024:,.1f} KiB"
+            )
+    if metrics.get("l2_bytes"):
+        wait = metrics.get("memory_wait_cycles", 0)
+        extra = f" = {_us(wait, hz)}" if hz and wait else ""
+        lines.append(
+            f"          {metrics.get('memory_wait_nodes', 0):,} nodes waited for memory, "
+            f"{wait:,} cycles in all{extra}"
+        )
     cp = metrics.get("critical_path") or {}
     if cp.get("nodes"):
         lane_part = ", ".join(list(cp["lanes"])[:3])

@@ -13,6 +13,23 @@ policy obeys the same rules (and the validator checks them independently):
   list schedulers place those out of time order, so "append after the last user" would
   serialise lanes that the hardware runs side by side.
 
+- a node's capacity demand (bytes of L2, say; see `SchedulingProblem`) is allocated at its
+  start and freed when its last successor finishes. Until that successor is placed the end
+  is unknown, so the allocation counts as *open*: it occupies the capacity for ever after
+  its start. A node may start at t only if its demand fits under the capacity at every
+  moment from t on, next to the open allocations and the closed ones (`CapacityLedger`).
+  Closing an allocation only frees space, so every placement stays valid. When even the
+  far future has no room (open allocations fill the capacity, only nodes not yet placed
+  could free them), the policy's order deadlocks on memory and `place` raises
+  `ScheduleError` instead of waiting for ever. What is guaranteed: if the nodes, run one
+  at a time in the order they are placed, fit the capacity, no placement deadlocks. (When
+  node k is placed, the open allocations are those of placed nodes with a successor not
+  yet placed - all resident in that one-at-a-time run at node k's turn, beside k's own
+  bytes - and closed ones end at finite times, so after the last of them k fits.) A
+  capacity of at least the largest single node's need (its demand plus its inputs') is
+  not enough for *every* order: three sources placed before any of their readers hold
+  three outputs at once.
+
 The earliest start is the fixed point of "lane free, then every pool free" pushed forward
 together; each step jumps to an interval end, so it ends after a few steps. Busy intervals
 are kept as two sorted lists per lane and per pool instance and searched with `bisect`, so
@@ -92,6 +109,62 @@ class BusyIntervals:
         return sum(f - s for s, f in zip(self.starts, self.finishes, strict=True))
 
 
+class CapacityLedger:
+    """Bytes of one capacity over time: closed allocations as a step function, open as a sum.
+
+    ``times``/``values`` are the step function of closed allocations (``values[i]`` bytes
+    on [times[i], times[i+1]), the last value is 0); closed allocations are only ever added,
+    so `peak` only grows and answers most questions without a scan. Open allocations (end
+    not known yet) are one total, since they reach past every closed one.
+    """
+
+    __slots__ = ("size", "times", "values", "peak", "open_bytes")
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.times: list[int] = []
+        self.values: list[int] = []
+        self.peak = 0
+        self.open_bytes = 0
+
+    def _breakpoint(self, t: int) -> int:
+        """Index of the breakpoint at t, inserted (carrying the value before it) if needed."""
+        times = self.times
+        i = bisect_right(times, t)
+        if i and times[i - 1] == t:
+            return i - 1
+        times.insert(i, t)
+        self.values.insert(i, self.values[i - 1] if i else 0)
+        return i
+
+    def add_closed(self, start: int, end: int, nbytes: int) -> None:
+        if end <= start or nbytes <= 0:
+            return
+        i = self._breakpoint(start)
+        j = self._breakpoint(end)
+        values = self.values
+        top = self.peak
+        for k in range(i, j):
+            v = values[k] + nbytes
+            values[k] = v
+            if v > top:
+                top = v
+        self.peak = top
+
+    def free_from(self, nbytes: int) -> int | None:
+        """Earliest t with room for `nbytes` more (open) at every moment from t on, or None."""
+        limit = self.size - self.open_bytes - nbytes
+        if limit < 0:
+            return None
+        if self.peak <= limit:
+            return 0
+        values = self.values
+        for k in range(len(values) - 1, -1, -1):
+            if values[k] > limit:
+                return self.times[k + 1]
+        return 0  # pragma: no cover - peak > limit means some value is above it
+
+
 class Timeline:
     """Placements made so far, and the earliest legal start of the next one."""
 
@@ -111,6 +184,13 @@ class Timeline:
         self._memo: dict | None = None
         self._no_comm = not problem.has_comm
         self._hint: tuple | None = None
+        self._ledgers = {name: CapacityLedger(size) for name, size in problem.capacities.items()}
+        self._unplaced_succs: dict[Node, int] = {n: len(problem.succs[n]) for n in problem.demands}
+        self._demand_key: dict[Node, tuple] = {
+            n: tuple(row.items()) for n, row in problem.demands.items()
+        }
+        self.memory_wait: dict[Node, int] = {}  # cycles a node waited for capacity after its
+        # inputs were ready (only nodes that waited)
         self.on_place: Callable[[Slot], None] | None = None  # e.g. a progress bar's update
 
     def remember_starts(self) -> None:
@@ -201,6 +281,10 @@ class Timeline:
         t = self.data_ready(node, lane)
         if not_before > t:
             t = not_before
+        if node in self._demand_key:
+            floor = self.memory_floor(node)
+            if floor > t:
+                t = floor
         memo = self._memo
         if memo is None:
             return self._fit(node, lane, t, d, insertion)
@@ -233,6 +317,10 @@ class Timeline:
         t = self.data_ready(node, "")
         if not_before > t:
             t = not_before
+        if node in self._demand_key:
+            floor = self.memory_floor(node)
+            if floor > t:
+                t = floor
         memo = self._memo
         if memo is not None:
             memo_key = (t, problem.cost_key[node], problem.resources[node], insertion, by)
@@ -250,6 +338,62 @@ class Timeline:
             memo[memo_key] = (best_lane, best_start)
         self._hint = (node, best_lane, insertion, not_before, best_start, len(self.slots))
         return best_lane, best_start
+
+    def memory_floor(self, node: Node) -> int:
+        """Earliest time from which `node`'s demands fit for good; `ScheduleError` if never."""
+        floor = 0
+        for cap, nbytes in self._demand_key.get(node, ()):
+            ledger = self._ledgers[cap]
+            t = ledger.free_from(nbytes)
+            if t is None:
+                raise ScheduleError(self._no_room(node, cap, nbytes, ledger))
+            if t > floor:
+                floor = t
+        return floor
+
+    def _no_room(self, node: Node, cap: str, nbytes: int, ledger: CapacityLedger) -> str:
+        if nbytes > ledger.size:
+            return (
+                f"node {node!r} needs {nbytes:,} bytes of {cap!r}, more than its capacity of "
+                f"{ledger.size:,} bytes: no schedule fits; split the node into smaller tiles"
+            )
+        holders = sum(
+            1
+            for n, left in self._unplaced_succs.items()
+            if left and n in self.slots and any(c == cap for c, _ in self._demand_key[n])
+        )
+        return (
+            f"memory deadlock: node {node!r} needs {nbytes:,} bytes of {cap!r} "
+            f"({ledger.size:,} bytes) but {holders} placed nodes hold {ledger.open_bytes:,} "
+            f"bytes for consumers not placed yet; this placement order cannot fit, use a "
+            f"policy that places consumers sooner or a larger capacity"
+        )
+
+    def _allocate(self, node: Node, slot: Slot) -> None:
+        """Open `node`'s demands, and close those of predecessors it was the last reader of."""
+        problem = self.problem
+        if node in self._demand_key:
+            if self._unplaced_succs[node]:
+                for cap, nbytes in self._demand_key[node]:
+                    self._ledgers[cap].open_bytes += nbytes
+            else:
+                for cap, nbytes in self._demand_key[node]:
+                    self._ledgers[cap].add_closed(slot.start, slot.finish, nbytes)
+        for p in problem.preds[node]:
+            left = self._unplaced_succs.get(p)
+            if left is None:
+                continue
+            left -= 1
+            self._unplaced_succs[p] = left
+            if left:
+                continue
+            slots = self.slots
+            start = slots[p].start
+            end = max(slots[p].finish, max(slots[q].finish for q in problem.succs[p]))
+            for cap, nbytes in self._demand_key[p]:
+                ledger = self._ledgers[cap]
+                ledger.open_bytes -= nbytes
+                ledger.add_closed(start, end, nbytes)
 
     # --- placing --------------------------------------------------------------------------
 
@@ -286,6 +430,13 @@ class Timeline:
                 raise ScheduleError(f"no free {pool!r} instance for {node!r} at {start}")
         slot = Slot(node, lane, start, finish, tuple(held))
         self.slots[node] = slot
+        if self._ledgers:
+            if node in self._demand_key:
+                ready = max(self.data_ready(node, lane), not_before)
+                waited = self.memory_floor(node) - ready
+                if waited > 0:
+                    self.memory_wait[node] = waited
+            self._allocate(node, slot)
         released = []
         for s in self.problem.succs[node]:
             self._waiting[s] -= 1
@@ -301,4 +452,6 @@ class Timeline:
         return self._lanes[lane].last
 
     def to_schedule(self, policy: str, profile: str) -> Schedule:
-        return Schedule(policy, profile, self.problem.lanes, dict(self.slots))
+        return Schedule(
+            policy, profile, self.problem.lanes, dict(self.slots), dict(self.memory_wait)
+        )

@@ -8,7 +8,9 @@ enforces them, so a timeline bug shows up here instead of in a flattering makesp
 2. on a lane that can run it, for exactly its cost on that lane (finish - start);
 3. no node starts before every predecessor has finished (plus the edge's comm cost);
 4. no lane and no pool instance runs two nodes at once (zero-length slots overlap nothing);
-5. each node holds exactly one instance of each pool it needs, and no other instance.
+5. each node holds exactly one instance of each pool it needs, and no other instance;
+6. on each capacity (L2), the bytes resident at any moment - every demanding node from its
+   start to the last finish of itself and its successors - never exceed the capacity.
 
 The first violation found raises `ScheduleError` naming the nodes and times involved.
 """
@@ -98,6 +100,30 @@ def validate_schedule(schedule: Schedule, problem: SchedulingProblem) -> None:
                         f"{kind} {name!r} runs {a.node!r} ({a.start}..{a.finish}) and "
                         f"{b.node!r} ({b.start}..{b.finish}) at the same time"
                     )
+
+    # 6. capacities: sweep allocation events in time order (frees before allocations at the
+    #    same instant, since [start, end) intervals that touch do not overlap)
+    for cap, size in problem.capacities.items():
+        events = []
+        for node, row in problem.demands.items():
+            nbytes = row.get(cap, 0)
+            if not nbytes:
+                continue
+            start = slots[node].start
+            readers = problem.graph.successors(node)
+            end = max([slots[node].finish] + [slots[s].finish for s in readers])
+            if end > start:
+                events.append((start, 1, nbytes, node))
+                events.append((end, 0, -nbytes, node))
+        events.sort(key=lambda e: (e[0], e[1]))
+        level = 0
+        for t, _, delta, node in events:
+            level += delta
+            if level > size:
+                raise ScheduleError(
+                    f"{cap!r} holds {level:,} bytes at cycle {t} (capacity {size:,}) once "
+                    f"{node!r} allocates {delta:,}"
+                )
 
 
 def is_valid(schedule: Schedule, problem: SchedulingProblem) -> bool:

@@ -1,10 +1,26 @@
 """The step options every graph-building command shares."""
 
 import argparse
+import contextlib
+import functools
+import io
+import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from pccx_flow.cli.common import DEFAULT_POSITION, add_step_args, parse_layers, step_from_args
+from pccx_flow.cli.common import (
+    DEFAULT_POSITION,
+    add_step_args,
+    ascii_int,
+    check_distinct_outputs,
+    float_in,
+    parse_layers,
+    step_from_args,
+)
+from pccx_flow.cli.main import build_parser
+from pccx_flow.cli.run import parse_prompt_ids
 from pccx_flow.errors import ConfigError, InputError
 
 
@@ -38,8 +54,8 @@ def test_bad_step_options_fail_before_building():
         step_from_args(_args("--semantics", "llama"))
     with pytest.raises(InputError, match="position 64 out of range"):
         step_from_args(_args("--preset", "tiny", "--position", "64"))
-    with pytest.raises(InputError, match="--tile-rows 0"):
-        step_from_args(_args("--tile-rows", "0"))
+    with pytest.raises(SystemExit):  # argparse: "argument --tile-rows: 0 is out of range"
+        _args("--tile-rows", "0")
 
 
 def test_build_uses_the_chosen_step():
@@ -48,3 +64,107 @@ def test_build_uses_the_chosen_step():
     assert (g.graph["position"], g.graph["config"], g.graph["semantics"]) == (3, "tiny", "pccx")
     layers = {d["layer"] for _, d in g.nodes(data=True)}
     assert layers <= {-1, 2, 3} and {2, 3} <= layers
+
+
+# --- numbers on the command line --------------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(st.text(max_size=12))
+def test_ascii_int_takes_ascii_digits_or_refuses_in_one_line(text):
+    try:
+        value = ascii_int(text)
+    except argparse.ArgumentTypeError as exc:
+        assert "\n" not in str(exc)
+    else:
+        assert text.strip().isascii() and value == int(text)
+
+
+@pytest.mark.parametrize("text", ["²", "٣", "1_000", "--5", "", "0x10", "1e3", "1.0"])
+def test_ascii_int_refuses_what_int_would_bend(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="is not an integer"):
+        ascii_int(text)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(st.one_of(st.text(max_size=12), st.floats().map(repr), st.floats().map(str)))
+def test_float_in_gives_finite_numbers_in_range_or_one_line(text):
+    parse = float_in(1e-3, 1e3, zero=True)
+    try:
+        value = parse(text)
+    except argparse.ArgumentTypeError as exc:
+        assert "\n" not in str(exc)
+    else:
+        assert value == 0 or 1e-3 <= value <= 1e3
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "-inf", "1e-320", "1e400", "-1", "²", "1e99999"])
+def test_float_in_refuses_non_finite_subnormal_and_out_of_range(text):
+    with pytest.raises(argparse.ArgumentTypeError):
+        float_in(1e-3, 1e3, zero=True)(text)
+
+
+# Every option of every command that takes a number, with values a user or an attacker types.
+NUMBER_OPTIONS = [
+    ("schedule", "--position"),
+    ("schedule", "--tile-rows"),
+    ("schedule", "--seed"),
+    ("schedule", "--policy-timeout"),
+    ("render", "--timeout"),
+    ("render", "--max-nodes"),
+    ("render", "--layer"),
+    ("run", "--steps"),
+    ("run", "--temperature"),
+    ("run", "--top-p"),
+    ("run", "--repetition-penalty"),
+    ("run", "--tolerance"),
+    ("run", "--seed"),
+    ("run", "--seed-weights"),
+]
+REQUIRED = {"render": ["-o", "x.svg"], "run": ["--synthetic", "tiny"]}
+PARSER = functools.cache(build_parser)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    option=st.sampled_from(NUMBER_OPTIONS),
+    value=st.one_of(
+        st.text(max_size=10),
+        st.sampled_from(["nan", "inf", "-1", "0", "1e-320", "1e400", "²", "٣", "--5", "9" * 40]),
+    ),
+)
+def test_number_options_parse_or_fail_with_one_usage_line(option, value):
+    command, flag = option
+    argv = [command, *REQUIRED.get(command, []), f"{flag}={value}"]
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(stderr):
+            args = PARSER().parse_args(argv)
+    except SystemExit as exc:
+        err = stderr.getvalue()
+        assert exc.code == 2
+        assert err.count("\n") == 1 and f"see `pccx-flow {command} --help`" in err
+    else:
+        parsed = getattr(args, flag.lstrip("-").replace("-", "_"))
+        assert isinstance(parsed, int | float) and math.isfinite(parsed)
+
+
+@pytest.mark.parametrize("text", ["--5", "²", "1,,2", "2, x", "", "-1", "1" * 12])
+def test_prompt_ids_must_be_ascii_token_ids(text):
+    with pytest.raises(InputError, match="--prompt-ids .* is not a comma-separated list"):
+        parse_prompt_ids(text)
+    assert parse_prompt_ids(" 2, 105,7") == [2, 105, 7]
+
+
+# --- outputs ----------------------------------------------------------------------------
+
+
+def test_two_outputs_may_not_name_one_file(tmp_path):
+    a = tmp_path / "same.json"
+    check_distinct_outputs({"--json": a, "--trace": tmp_path / "other.json", "--gantt": None})
+    with pytest.raises(InputError, match="--json and --trace both name"):
+        check_distinct_outputs({"--json": a, "--trace": tmp_path / "." / "same.json"})
+    a.write_text("{}")
+    (tmp_path / "hard.json").hardlink_to(a)
+    with pytest.raises(InputError, match="--json and --trace name the same file"):
+        check_distinct_outputs({"--json": a, "--trace": tmp_path / "hard.json"})

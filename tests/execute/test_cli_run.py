@@ -59,8 +59,9 @@ def test_check_failure_exits_one(tiny_ckpt_dir, capsys, monkeypatch):
         (["--prompt-ids", "600"], "token id 600 out of range"),
         (["--steps", "64", "--prompt-ids", "1,2"], "KV cache holds 64"),
         (["--scheduler", "localhost:8786"], "is not an address"),
-        (["--temperature", "-1"], "--temperature must be >= 0"),
-        (["--tolerance", "0"], "--tolerance must be a positive number"),
+        (["--prompt-ids=--5"], "not a comma-separated list"),
+        (["--prompt-ids", "²"], "not a comma-separated list"),
+        (["--weights", ""], "--weights is empty"),
         (["--semantics", "pccx", "--policy", "no-such-policy"], "unknown policy"),
     ],
 )
@@ -73,6 +74,24 @@ def test_bad_input_is_one_line_and_exit_two(tiny_ckpt_dir, capsys, args, message
     assert rc == 2
     assert message in err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--temperature", "-1"], "argument --temperature: -1 is out of range; give 0 or"),
+        (["--temperature", "1e-320"], "argument --temperature: 1e-320 is out of range"),
+        (["--tolerance", "0"], "argument --tolerance: 0 is out of range"),
+        (["--steps", "²"], "argument --steps: '²' is not an integer"),
+    ],
+)
+def test_bad_numbers_are_one_usage_line(tiny_ckpt_dir, capsys, args, message):
+    with pytest.raises(SystemExit) as info:
+        main(["run", "--no-progress", "--weights", str(tiny_ckpt_dir), *args])
+    err = capsys.readouterr().err
+    assert info.value.code == 2
+    assert message in err and "see `pccx-flow run --help`" in err
+    assert err.count("\n") == 1
 
 
 def test_run_on_a_scheduler_address(tiny_ckpt, tiny_ckpt_dir, capsys):

@@ -57,14 +57,13 @@ def expected_layer_counts(cfg, layer: int, semantics: str, position: int, t: int
     n_keys = position + 1 - start
     kt = tiles(n_keys, t)
     softmax = 3 * kt + (2 if kt > 1 else 0)  # exp, rsum, scale per key tile (+ max, sum)
-    per_q_head = 1 + NORM + 1 + kt + softmax + 1  # proj, norm, rope, scores, softmax, ·V
+    per_q_head = 1 + NORM + 1 + kt + softmax + kt  # proj, norm, rope, scores, softmax, ·V
     attn = 3 + cfg.n_q_heads * per_q_head  # rope phase, sin, cos
     if owns_kv(cfg, layer):
         attn += cfg.n_kv_heads * (1 + NORM + 1)  # K proj, norm, rope
         attn += cfg.n_kv_heads * (1 + (NORM_NO_GAMMA if g3 else 0))  # V proj (+ V norm)
         attn += 2  # K and V cache writes
-    if position > start:
-        attn += 2  # reads of earlier K and V rows
+    attn += 2 * tiles(position - start, t)  # K and V reads of earlier rows, one per key tile
     attn += tiles(D, t) * cfg.n_kv_heads  # W_o row tiles × one input chunk per KV group
     ffn_runs = tiles(F, t * (CVO_MAX // t))  # gate/up tiles taken in 2,048-output runs
     ffn = NORM + 2 * tiles(F, t) + 2 * ffn_runs + tiles(D, t) * ffn_runs + NORM + 1
@@ -255,11 +254,13 @@ def test_kv_sharing_and_kv_bytes(e4b_1023):
             assert kinds["kv_write"] == 0
             assert not any(k.endswith(("k_proj.weight", "v_proj.weight")) for k in keys)
         reads = [a for a in nodes if a["kernel"] == "kv_read"]
-        assert len(reads) == 2
+        for kind in ("k", "v"):  # the 1,023 past rows in two 512-key tiles
+            spans = [a["params"]["positions"] for a in reads if a["params"]["kind"] == kind]
+            assert spans == [[0, 512], [512, 1023]]
         for a in reads:
             assert a["params"]["cache_layer"] == kv_source_layer(cfg, i)
-            assert a["params"]["positions"] == [0, 1023]
-            assert a["act_bytes"] == 1023 * cfg.kv_dim * 2  # past rows, float16
+            a0, a1 = a["params"]["positions"]
+            assert a["act_bytes"] == (a1 - a0) * cfg.kv_dim * 2  # past rows, float16
             assert a["outputs"][0]["dtype"] == "float16"
     assert kv_source_layer(cfg, 25) == 18 and kv_source_layer(cfg, 24) == 19
 

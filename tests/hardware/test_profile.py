@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import tomllib
 from importlib import resources
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from pccx_flow.errors import ProfileError
 from pccx_flow.graph.nodes import CVO_FUNCS, LANE_CLASSES
 from pccx_flow.hardware.cost import node_cycles
-from pccx_flow.hardware.profile import TAGS, list_profiles, load_profile
+from pccx_flow.hardware.profile import MAX_PROFILE_BYTES, TAGS, list_profiles, load_profile
 
 BUILTINS = ("v002-as-built", "v002-spec")
 
@@ -232,9 +233,10 @@ def test_register_offsets_must_lie_in_the_window(tmp_path):
 
 _LEAF = re.compile(r"^(\w+) = \{ value = ([^,]+),", re.MULTILINE)
 _JUNK = st.one_of(
-    st.integers(-(2**40), 2**40).map(str),
-    st.floats(allow_nan=False, allow_infinity=False, width=32).map(repr),
+    st.integers(-(2**64), 2**64).map(str),
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
     st.sampled_from(['"x"', "true", "[]", "[1, -2]", "{}", "-0.0", "1e400", "nan", "inf"]),
+    st.sampled_from(["1e-300", "1e300", "5e-324", "1.7e308", "1e-9", "1e15"]),
 )
 
 
@@ -276,6 +278,12 @@ def test_any_single_bad_value_loads_or_raises_profile_error(tmp_path_factory, da
         ("[pools]\nweight_port = 500\n", "'pools.weight_port' = 500 is not a plausible"),
         ("[clocks]\ncore_hz = 1e-30\n", "'clocks.core_hz' = 1e-30 Hz is not a plausible"),
         ("[clocks]\naxi_hz = 2.5e11\n", "'clocks.axi_hz' = 2.5e\\+11 Hz is not a plausible"),
+        (
+            "[memory]\nddr_effective_bytes_per_second = 1e-300\n",
+            "'memory.ddr_effective_bytes_per_second' = 1e-300 is not plausible; give a value in",
+        ),
+        ("[host]\nop_overhead_seconds = 1e300\n", "'host.op_overhead_seconds' = 1e\\+300 is not"),
+        ("[gemv]\nmacs_per_cycle = 1099511627777\n", "'gemv.macs_per_cycle' = 1099511627777"),
     ],
 )
 def test_implausible_or_misplaced_values_are_refused(tmp_path, body, message):
@@ -283,4 +291,30 @@ def test_implausible_or_misplaced_values_are_refused(tmp_path, body, message):
     path = tmp_path / "user.toml"
     path.write_text(body if body.startswith("extends") else head + body)
     with pytest.raises(ProfileError, match=message):
+        load_profile(path)
+
+
+def test_fifo_profile_is_refused_without_waiting(tmp_path):
+    fifo = tmp_path / "p.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(ProfileError, match="is not a regular file"):
+        load_profile(fifo)  # a blocking open would hang here: nobody writes the FIFO
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "folder"])
+def test_device_or_folder_behind_a_profile_name_is_refused(tmp_path, target):
+    link = tmp_path / "p.toml"
+    if target == "folder":
+        (tmp_path / "d").mkdir()
+        link.symlink_to(tmp_path / "d")
+    else:
+        link.symlink_to(target)
+    with pytest.raises(ProfileError, match="is not a regular file"):
+        load_profile(link)
+
+
+def test_huge_profile_file_is_refused(tmp_path):
+    path = tmp_path / "big.toml"
+    path.write_text("# padding\n" * (MAX_PROFILE_BYTES // 10 + 10))
+    with pytest.raises(ProfileError, match="is larger than"):
         load_profile(path)

@@ -297,3 +297,18 @@ def test_a_schedule_of_zero_length_still_draws(tmp_path):
     root = ET.parse(write_gantt(schedule, g, tmp_path / "g.svg")).getroot()
     assert [_bar_nodes(r) for r in _bars(root)] == [[node]]
     assert "makespan 0 cycles" in write_gantt(schedule, g, tmp_path / "g.html").read_text()
+
+
+def test_l2_row_draws_occupancy_against_the_capacity(tmp_path, toy):
+    g, schedule, _ = toy
+    span = schedule.makespan
+    series = [(0, 300), (span // 2, 900), (span, 0)]
+    out = write_gantt(schedule, g, tmp_path / "m.svg", memory=(series, 1000))
+    root = ET.parse(out).getroot()
+    texts = [t.text for t in root.iter(f"{SVG}text")]
+    assert "peak 0.00 MiB" in texts and "capacity 0.00 MiB" in texts  # the row's labels
+    tips = [r.find(f"{SVG}title") for r in root.iter(f"{SVG}rect")]
+    levels = {t.text for t in tips if t is not None and t.text.startswith("L2 up to")}
+    assert levels == {"L2 up to 300 bytes (0.00 MiB) here", "L2 up to 900 bytes (0.00 MiB) here"}
+    plain = write_gantt(schedule, g, tmp_path / "p.svg")  # no memory: no L2 row
+    assert "peak 0.00 MiB" not in [t.text for t in ET.parse(plain).getroot().iter(f"{SVG}text")]

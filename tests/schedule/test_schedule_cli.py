@@ -119,3 +119,17 @@ def test_help_shows_examples(capsys):
         main(["schedule", "--help"])
     out = capsys.readouterr().out
     assert "examples:" in out and "pccx-flow schedule --list" in out
+
+
+def test_memory_flag_reports_l2_and_writes_it_to_json(tmp_path, capsys):
+    out_json = tmp_path / "s.json"
+    argv = [*TINY, "--profile", "v002-as-built", "--memory", "--json", str(out_json)]
+    assert main([*argv, "--gantt", str(tmp_path / "g.svg")]) == 0
+    out = capsys.readouterr().out
+    assert "l2        peak" in out and "l2_reach  peak" in out and "waited for memory" in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    metrics = json.loads(out_json.read_text())["metrics"]
+    assert 0 < metrics["l2_peak_bytes"] <= metrics["l2_bytes"] == 1_835_008
+    assert 0 < metrics["l2_reach_peak_bytes"] <= metrics["l2_reach_bytes"] == 262_144
+    assert "residency:l2" in metrics["bounds_cycles"]
+    assert "peak " in (tmp_path / "g.svg").read_text()  # the Gantt chart's L2 row
