@@ -65,7 +65,20 @@ from pccx_flow import __version__  # noqa: E402
 from pccx_flow.errors import PccxFlowError  # noqa: E402
 
 # Order is the order of `pccx-flow --help`.
-SUBCOMMANDS = ("schedule", "compare", "check", "graph", "render", "run", "weights", "trace")
+SUBCOMMANDS = (
+    "schedule",
+    "compare",
+    "check",
+    "graph",
+    "render",
+    "run",
+    "weights",
+    "trace",
+    "emit",
+    "disasm",
+    "emulate",
+    "isa",
+)
 
 EPILOG = """examples:
   pccx-flow schedule --policy critical-path           # E4B step on v002-spec, summary table

@@ -1,0 +1,145 @@
+"""L2 and constant-cache allocation for a lowered program.
+
+*L2*: tensors live in 128-bit words (17-bit word addresses). A linear scan in issue order
+allocates a tensor's region when its producer is issued and frees it once its last reader has
+been issued (liveness by the schedule's order). Tensors that a CVO instruction touches must
+lie below the SFU's reach (`sfu.l2_reach_bytes`: all 1.75 MiB on v002-spec, the first 256 KiB
+as built), so they are placed first-fit from address 0 upward; every other tensor is placed
+best-fit at the top of a hole (from the top of L2 downward while L2 is empty), which keeps
+the CVO window free for the tensors that need it. Tensors that one instruction reads as one
+operand (the parts of a GEMV's input vector) are one *group*: one contiguous region, parts
+in order.
+
+*Constant cache*: 64 slots written by MEMSET, each holding three 16-bit values. A slot whose
+value is already resident is reused; otherwise a free slot, else the least recently used one
+is evicted.
+
+Both allocators only decide addresses; whether a reuse needs a fence is the lowering's job
+(it knows which engine read the old contents last).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pccx_flow.board.isa import L2_WORD_BYTES
+from pccx_flow.errors import PccxFlowError
+
+
+class AllocationError(PccxFlowError):
+    """A program that does not fit the hardware: L2, the SFU's reach or the constant cache."""
+
+
+def words_for(nbytes: int) -> int:
+    """128-bit L2 words needed for `nbytes` (at least one)."""
+    return max(1, -(-nbytes // L2_WORD_BYTES))
+
+
+@dataclass
+class Region:
+    """One allocated L2 range [addr, addr + words) in 128-bit words."""
+
+    addr: int
+    words: int
+
+
+@dataclass
+class L2Allocator:
+    """First-fit free-list allocator over ``total_words`` with a low window of ``reach_words``.
+
+    ``low=True`` requests are placed first-fit from the bottom and must end within the reach;
+    the others best-fit (smallest hole that holds them), at the top of the hole. The
+    allocator tracks the peak of live words and the fragmentation at that peak.
+    """
+
+    total_words: int
+    reach_words: int
+    free: list[list[int]] = field(default_factory=list)  # sorted [start, end) ranges
+    live_words: int = 0
+    peak_words: int = 0
+    high_water: int = 0  # highest address ever used + 1 (low allocations)
+    # external fragmentation when the live peak was reached: 1 - largest hole / free words
+    fragmentation_at_peak: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.free = [[0, self.total_words]]
+
+    def alloc(self, words: int, *, low: bool) -> int | None:
+        """The start address of a new region of `words`, or None when no hole is large enough."""
+        if low:
+            for hole in self.free:
+                if hole[1] - hole[0] >= words and hole[0] + words <= self.reach_words:
+                    addr = hole[0]
+                    hole[0] += words
+                    break
+            else:
+                return None
+        else:
+            # best fit (smallest hole that holds it, highest on ties), placed at its top
+            fits = [h for h in self.free if h[1] - h[0] >= words]
+            if not fits:
+                return None
+            hole = min(fits, key=lambda h: (h[1] - h[0], -h[0]))
+            addr = hole[1] - words
+            hole[1] -= words
+        self.free = [h for h in self.free if h[1] > h[0]]
+        self.live_words += words
+        if self.live_words > self.peak_words:
+            self.peak_words = self.live_words
+            free = self.free_words()
+            self.fragmentation_at_peak = 1 - self.largest_hole() / free if free else 0.0
+        self.high_water = max(self.high_water, addr + words) if low else self.high_water
+        return addr
+
+    def release(self, addr: int, words: int) -> None:
+        """Give a region back, merging it with its free neighbours."""
+        self.live_words -= words
+        self.free.append([addr, addr + words])
+        self.free.sort()
+        merged: list[list[int]] = []
+        for hole in self.free:
+            if merged and merged[-1][1] == hole[0]:
+                merged[-1][1] = hole[1]
+            else:
+                merged.append(hole)
+        self.free = merged
+
+    def free_words(self) -> int:
+        return sum(h[1] - h[0] for h in self.free)
+
+    def largest_hole(self) -> int:
+        return max((h[1] - h[0] for h in self.free), default=0)
+
+
+@dataclass
+class SlotCache:
+    """The 64-slot constant cache: value -> slot, reuse on a hit, LRU eviction on a miss."""
+
+    n_slots: int
+    resident: dict[int, tuple] = field(default_factory=dict)  # slot -> value
+    last_use: dict[int, int] = field(default_factory=dict)  # slot -> instruction index
+    memsets: int = 0
+    hits: int = 0
+    evictions: int = 0
+    used: set[int] = field(default_factory=set)
+
+    def lookup(self, value: tuple, now: int) -> tuple[int, bool, tuple | None]:
+        """``(slot, needs_memset, evicted_value)`` for `value` used by instruction `now`."""
+        for slot, held in self.resident.items():
+            if held == value:
+                self.last_use[slot] = now
+                self.hits += 1
+                return slot, False, None
+        free = [s for s in range(self.n_slots) if s not in self.resident]
+        evicted = None
+        if free:
+            slot = free[0]
+        else:
+            slot = min(self.resident, key=lambda s: self.last_use[s])
+            evicted = self.resident[slot]
+            self.evictions += 1
+        self.resident[slot] = value
+        self.last_use[slot] = now
+        self.memsets += 1
+        self.used.add(slot)
+        return slot, True, evicted

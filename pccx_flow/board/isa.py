@@ -1,0 +1,384 @@
+"""The pccx v002 instruction set as data: one field table per opcode.
+
+Encoding, decoding, disassembly and the C header are all derived from `FORMATS`, so they
+cannot disagree with each other. The tables follow the current RTL package
+(`pccxai/pccx-v002` ``LLM/rtl/packages/isa/isa_pkg.sv``), the board repository's
+``docs/ISA_QUICK_REFERENCE.md`` and ``/work/shared/pccx-v002.md`` §4; where pccx's own sources
+disagree, `DISAGREEMENTS` lists what is known and which reading pccx-flow follows.
+
+A word is 64 bits: opcode in [63:60], a 60-bit body whose layout depends on the opcode.
+
+>>> w = encode("CVO", func=CVO_FUNCS["SCALE"], src=0x100, dst=0x200, length=64, flags=0b01000)
+>>> decode(w).fields["length"]
+64
+>>> disassemble(w)
+'CVO func=SCALE src=0x00100 dst=0x00200 length=64 flags=recip_scale async=sync'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pccx_flow.errors import PccxFlowError
+
+WORD_BITS = 64
+OPCODE_HI, OPCODE_LO = 63, 60
+
+# Written to the kick register (or placed in a word stream) to end a batch. Its opcode
+# nibble 0x8 is a reserved opcode, so the decoder never takes it for an instruction.
+KICK_MARKER = 0x8000_0000_0000_0000
+
+# 128-bit L2 words: every 17-bit L2 address counts these.
+L2_WORD_BYTES = 16
+ADDR_BITS = 17
+
+
+class IsaError(PccxFlowError):
+    """A word that is not a legal pccx v002 instruction, or a field value that does not fit."""
+
+
+@dataclass(frozen=True)
+class Field:
+    """One bit field of an instruction body: inclusive bit range [hi:lo] of the 64-bit word.
+
+    ``bits`` names single-bit flags inside a flag field (bit index within the field);
+    ``enum`` names the values of an enumerated field; ``reserved`` fields must be zero.
+    """
+
+    name: str
+    hi: int
+    lo: int
+    meaning: str
+    enum: dict[str, int] = field(default_factory=dict)
+    bits: dict[str, int] = field(default_factory=dict)
+    reserved: bool = False
+    address: bool = False
+
+    @property
+    def width(self) -> int:
+        return self.hi - self.lo + 1
+
+    @property
+    def mask(self) -> int:
+        return (1 << self.width) - 1
+
+
+@dataclass(frozen=True)
+class Format:
+    """The layout of one opcode: its 4-bit value and its body fields, most significant first."""
+
+    name: str
+    opcode: int
+    fields: tuple[Field, ...]
+    meaning: str
+
+    def field(self, name: str) -> Field:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise IsaError(f"{self.name} has no field {name!r}; fields: {self.field_names()}")
+
+    def field_names(self) -> str:
+        return ", ".join(f.name for f in self.fields)
+
+
+# CVO function codes, bits [59:56] of a CVO word (isa_pkg.sv cvo_func_e).
+CVO_FUNCS = {
+    "EXP": 0x0,
+    "SQRT": 0x1,
+    "GELU": 0x2,
+    "SIN": 0x3,
+    "COS": 0x4,
+    "REDUCE_SUM": 0x5,
+    "SCALE": 0x6,
+    "RECIP": 0x7,
+}
+
+# GEMV / GEMM flags_t (6 bits): bit 5 findemax, bit 4 accm, bit 3 w_scale.
+MAC_FLAGS = {"findemax": 5, "accm": 4, "w_scale": 3}
+# cvo_flags_t (5 bits): bit 4 sub_emax, bit 3 recip_scale, bit 2 accm.
+CVO_FLAGS = {"sub_emax": 4, "recip_scale": 3, "accm": 2}
+MEMSET_CACHES = {"fmap_shape": 0, "weight_shape": 1}
+DEVICES = {"npu": 0, "host": 1}
+ASYNC = {"sync": 0, "async": 1}
+
+
+def _mac_format(name: str, opcode: int, meaning: str) -> Format:
+    return Format(
+        name,
+        opcode,
+        (
+            Field("dest", 59, 43, "destination L2 word address", address=True),
+            Field("src", 42, 26, "source (activation) L2 word address", address=True),
+            Field("flags", 25, 20, "findemax / accm / w_scale", bits=MAC_FLAGS),
+            Field("size_ptr", 19, 14, "constant-cache slot of the size descriptor"),
+            Field("shape_ptr", 13, 8, "constant-cache slot of the shape descriptor"),
+            Field("parallel_lane", 7, 3, "number of GEMV/GEMM lanes used"),
+            Field("reserved", 2, 0, "must be zero", reserved=True),
+        ),
+        meaning,
+    )
+
+
+FORMATS: dict[str, Format] = {
+    "GEMV": _mac_format("GEMV", 0x0, "INT4 weight rows x activation vector (weights from DDR)"),
+    "GEMM": _mac_format("GEMM", 0x1, "systolic-array matrix multiply, same body as GEMV"),
+    "MEMCPY": Format(
+        "MEMCPY",
+        0x2,
+        (
+            Field("from_device", 59, 59, "source side", enum=DEVICES),
+            Field("to_device", 58, 58, "destination side", enum=DEVICES),
+            Field("dest", 57, 41, "destination L2 word address", address=True),
+            Field("src", 40, 24, "source L2 word address", address=True),
+            Field("aux", 23, 7, "host-side offset (128-bit words)"),
+            Field("shape_ptr", 6, 1, "constant-cache slot holding the length"),
+            Field("async", 0, 0, "0 sync, 1 fire-and-forget", enum=ASYNC),
+        ),
+        "DMA between host DDR and L2 (ACP port)",
+    ),
+    "MEMSET": Format(
+        "MEMSET",
+        0x3,
+        (
+            Field("dest_cache", 59, 58, "which descriptor cache", enum=MEMSET_CACHES),
+            Field("slot", 57, 52, "constant-cache slot (6-bit pointer)"),
+            Field("a", 51, 36, "value a (16 bits)"),
+            Field("b", 35, 20, "value b (16 bits)"),
+            Field("c", 19, 4, "value c (16 bits)"),
+            Field("reserved", 3, 0, "must be zero", reserved=True),
+        ),
+        "write one constant-cache slot (shapes, sizes, scalars)",
+    ),
+    "CVO": Format(
+        "CVO",
+        0x4,
+        (
+            Field("func", 59, 56, "CVO function", enum=CVO_FUNCS),
+            Field("src", 55, 39, "source L2 address", address=True),
+            Field("dst", 38, 22, "destination L2 address", address=True),
+            Field("length", 21, 6, "elements (16 bits)"),
+            Field("flags", 5, 1, "sub_emax / recip_scale / accm", bits=CVO_FLAGS),
+            Field("async", 0, 0, "0 sync, 1 fire-and-forget", enum=ASYNC),
+        ),
+        "SFU vector op: EXP SQRT GELU SIN COS REDUCE_SUM SCALE RECIP",
+    ),
+}
+
+BY_OPCODE: dict[int, Format] = {f.opcode: f for f in FORMATS.values()}
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """Two pccx sources that say different things about the ISA, and what pccx-flow does."""
+
+    topic: str
+    sources: str
+    followed: str
+
+
+DISAGREEMENTS: tuple[Disagreement, ...] = (
+    Disagreement(
+        "MEMSET low bits",
+        "isa_pkg.sv: a/b/c typed 16-bit values and a 4-bit reserved [3:0]; legacy isa_x64.svh: "
+        "no a/b/c types and a 1-bit reserved",
+        "isa_pkg.sv (4-bit reserved, must be zero) on both profiles",
+    ),
+    Disagreement(
+        "CVO opcode",
+        "isa_pkg.sv, ISA_QUICK_REFERENCE.md, generate_smoke_program.py, uCA_v1_api.h: CVO = 0x4; "
+        "legacy isa_x64.svh opcode_e has no CVO",
+        "CVO = 0x4",
+    ),
+    Disagreement(
+        "MEMCPY direction in the C driver",
+        "uCA_v1_api.c takes an 8-bit route (from nibble, to nibble) and keeps bit 0 of each: "
+        "UCA_ROUTE_HOST_TO_L2 (0x01) encodes from_device=0 to_device=1, which isa_pkg.sv reads as "
+        "NPU->host; generate_smoke_program.py encodes host->L2 as from_device=1 to_device=0; "
+        "routes "
+        "0x12/0x13/0x21/0x31/0x41 collapse onto the same two bits",
+        "isa_pkg.sv enums (FROM_HOST=1, TO_HOST=1), as the smoke program",
+    ),
+    Disagreement(
+        "two word formats on one FIFO",
+        "sw/runtime/isa.py defines coarse host commands with an 8-bit opcode in [63:56] "
+        "(RESET_KV_CACHE 0x01 .. NEXT_TOKEN 0x04); read as a 4-bit [63:60] opcode every one of "
+        "them is a GEMV",
+        "the per-instruction ISA of isa_pkg.sv; the runtime's command words are not emitted",
+    ),
+    Disagreement(
+        "CVO address unit",
+        "pccx-v002.md §4 calls CVO src/dst element addresses; GEMV/GEMM/MEMCPY addresses are "
+        "128-bit L2 words; the as-built CVO bridge reaches only the first 256 KiB",
+        "128-bit L2 word addresses for every opcode; the profile's sfu.l2_reach_bytes bounds CVO",
+    ),
+    Disagreement(
+        "reserved opcodes",
+        "RTL decoder drops opcodes 0x5-0xF silently (the kick marker has opcode 0x8)",
+        "pccx-flow rejects them as illegal words, except the exact kick marker between batches",
+    ),
+    Disagreement(
+        "parallel_lane",
+        "uCA_v1_api.h: 'active lanes, 5-bit, 1-4'; the as-built RTL wires only GEMV lanes A, B",
+        "a lane count; lowering writes 1 (one tile per instruction)",
+    ),
+)
+
+
+def _check_value(fmt: Format, f: Field, value: int) -> int:
+    if isinstance(value, str):
+        if value not in f.enum:
+            raise IsaError(f"{fmt.name}.{f.name}={value!r} is not one of {sorted(f.enum)}")
+        value = f.enum[value]
+    value = int(value)
+    if value < 0 or value > f.mask:
+        raise IsaError(
+            f"{fmt.name}.{f.name}={value:#x} does not fit in {f.width} bits (max {f.mask:#x})"
+        )
+    if f.reserved and value:
+        raise IsaError(f"{fmt.name}.{f.name} is reserved and must be zero, got {value:#x}")
+    return value
+
+
+def encode(op: str, **values: int | str) -> int:
+    """The 64-bit word of one instruction; missing fields are zero; bad values raise IsaError."""
+    if op not in FORMATS:
+        raise IsaError(f"unknown opcode {op!r}; known: {', '.join(FORMATS)}")
+    fmt = FORMATS[op]
+    names = {f.name for f in fmt.fields}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise IsaError(f"{op} has no field {unknown[0]!r}; fields: {fmt.field_names()}")
+    word = fmt.opcode << OPCODE_LO
+    for f in fmt.fields:
+        word |= _check_value(fmt, f, values.get(f.name, 0)) << f.lo
+    return word
+
+
+def flag_bits(f: Field, names: dict[str, int] | list[str] | tuple[str, ...]) -> int:
+    """The value of flag field `f` with the named flags set (a dict of name -> 0/1 or a list)."""
+    items = names.items() if isinstance(names, dict) else ((n, 1) for n in names)
+    value = 0
+    for name, on in items:
+        if name not in f.bits:
+            raise IsaError(f"flag {name!r} is not one of {sorted(f.bits)} in {f.name}")
+        if on:
+            value |= 1 << f.bits[name]
+    return value
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """A decoded word: its opcode name and every field value (reserved fields included)."""
+
+    op: str
+    fields: dict[str, int]
+    word: int
+
+
+def decode(word: int) -> Instruction:
+    """Split a word into its fields; reserved opcodes and non-zero reserved bits raise IsaError."""
+    if not 0 <= word < 1 << WORD_BITS:
+        raise IsaError(f"word {word:#x} is not a 64-bit value")
+    opcode = word >> OPCODE_LO
+    fmt = BY_OPCODE.get(opcode)
+    if fmt is None:
+        raise IsaError(f"word {word:#018x} has reserved opcode {opcode:#x}")
+    fields = {f.name: (word >> f.lo) & f.mask for f in fmt.fields}
+    for f in fmt.fields:
+        if f.reserved and fields[f.name]:
+            raise IsaError(f"word {word:#018x}: {fmt.name}.{f.name} bits are not zero")
+        if f.enum and fields[f.name] not in f.enum.values():
+            raise IsaError(
+                f"word {word:#018x}: {fmt.name}.{f.name}={fields[f.name]} is not a defined value"
+            )
+    return Instruction(fmt.name, fields, word)
+
+
+def _show(f: Field, value: int) -> str:
+    if f.enum:
+        names = {v: k for k, v in f.enum.items()}
+        return names.get(value, str(value))
+    if f.bits:
+        on = [n for n, b in sorted(f.bits.items(), key=lambda kv: -kv[1]) if value >> b & 1]
+        rest = value & ~sum(1 << b for b in f.bits.values())
+        if rest:
+            on.append(f"{rest:#x}")
+        return "|".join(on) if on else "0"
+    if f.address:
+        return f"{value:#07x}"
+    return str(value)
+
+
+def disassemble(word: int) -> str:
+    """One line: opcode and every non-reserved field, names for enums and flags."""
+    ins = decode(word)
+    fmt = FORMATS[ins.op]
+    parts = [f"{f.name}={_show(f, ins.fields[f.name])}" for f in fmt.fields if not f.reserved]
+    return f"{ins.op} " + " ".join(parts)
+
+
+def format_table() -> str:
+    """The ISA as a text table, then the known disagreements between pccx sources."""
+    lines = [
+        f"pccx v002 ISA: 64-bit words, opcode [{OPCODE_HI}:{OPCODE_LO}], "
+        f"kick marker {KICK_MARKER:#018x}"
+    ]
+    for fmt in FORMATS.values():
+        lines.append("")
+        lines.append(f"{fmt.name} (opcode {fmt.opcode:#x}): {fmt.meaning}")
+        for f in fmt.fields:
+            rng = f"[{f.hi}]" if f.hi == f.lo else f"[{f.hi}:{f.lo}]"
+            extra = ""
+            if f.enum:
+                extra = "  " + ", ".join(f"{k}={v}" for k, v in f.enum.items())
+            if f.bits:
+                extra = "  " + ", ".join(f"bit {b} {n}" for n, b in f.bits.items())
+            lines.append(f"  {rng:<9} {f.name:<14} {f.width:>2} bits  {f.meaning}{extra}")
+    lines.append("")
+    lines.append("Known disagreements between pccx sources (and what pccx-flow follows):")
+    for d in DISAGREEMENTS:
+        lines.append(f"  - {d.topic}: {d.sources}. Follows: {d.followed}.")
+    return "\n".join(lines)
+
+
+def c_header() -> str:
+    """The same tables as a C header for a board driver: opcodes, shifts, widths, masks, codes."""
+    out = [
+        "/* pccx v002 instruction set, generated by `pccx-flow isa --c-header` from",
+        " * pccx_flow/board/isa.py (one table for encoder, decoder, disassembler and driver).",
+        " * Do not edit: regenerate. */",
+        "#ifndef PCCX_V002_ISA_H",
+        "#define PCCX_V002_ISA_H",
+        "",
+        "#include <stdint.h>",
+        "",
+        f"#define PCCX_OPCODE_SHIFT {OPCODE_LO}",
+        "#define PCCX_OPCODE_MASK 0xFULL",
+        f"#define PCCX_KICK_MARKER 0x{KICK_MARKER:016x}ULL",
+        f"#define PCCX_L2_WORD_BYTES {L2_WORD_BYTES}",
+    ]
+    for fmt in FORMATS.values():
+        out.append("")
+        out.append(f"/* {fmt.name}: {fmt.meaning} */")
+        out.append(f"#define PCCX_OP_{fmt.name} 0x{fmt.opcode:x}")
+        for f in fmt.fields:
+            p = f"PCCX_{fmt.name}_{f.name.upper()}"
+            out.append(f"#define {p}_SHIFT {f.lo}")
+            out.append(f"#define {p}_WIDTH {f.width}")
+            out.append(f"#define {p}_MASK 0x{f.mask:x}ULL")
+            for n, v in f.enum.items():
+                out.append(f"#define {p}_{n.upper()} 0x{v:x}")
+            for n, b in f.bits.items():
+                out.append(f"#define {p}_{n.upper()} (1u << {b})")
+    out += [
+        "",
+        "/* Place `value` into field FIELD of an instruction, e.g.",
+        " *   PCCX_FIELD(PCCX_CVO_LENGTH, 64) | PCCX_FIELD(PCCX_CVO_FUNC, PCCX_CVO_FUNC_EXP) */",
+        "#define PCCX_FIELD(F, value) ((((uint64_t)(value)) & F##_MASK) << F##_SHIFT)",
+        "#define PCCX_OPCODE(op) (((uint64_t)(op)) << PCCX_OPCODE_SHIFT)",
+        "",
+        "#endif /* PCCX_V002_ISA_H */",
+        "",
+    ]
+    return "\n".join(out)

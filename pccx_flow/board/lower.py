@@ -1,0 +1,612 @@
+"""Lower a scheduled decode step to a pccx v002 program (words + host steps + sidecar).
+
+Walks the schedule in issue order (`Schedule.order`) and, per node:
+
+- HOST nodes become host steps. The host reads and writes L2 through the PS-programmed ACP
+  DataMover channels (pccx-v002.md §5), so a host step carries no instruction; the sidecar
+  records its operation and the L2 addresses of what it reads and writes.
+- every other node becomes exactly one instruction word (GEMV, CVO, MEMCPY, MEMSET), preceded
+  by the MEMSETs that fill the constant slots it points at (shapes and sizes).
+
+Batches hold at most ``registers.max_batch`` words (8: the command FIFO depth); a kick ends
+each. The hardware checks no hazards and has no completion IDs, and GEMV, SFU, DMA run
+concurrently: only instructions of one engine are ordered by in-order issue. So a fence
+(kick, then wait for DONE) is inserted before an instruction that reads a value an unfenced
+instruction of *another* engine writes, before a MEMSET evicts a slot an unfenced
+instruction points at, before a host step reads anything still in flight, when L2 is full
+of regions that only wait for a fence, and at the end of the step. A dead tensor's region
+that an unfenced instruction may still read is not reused before the next fence, so no
+overwrite needs a fence of its own.
+
+Addresses: every tensor an instruction touches gets an L2 region (`alloc`); a GEMV with accm
+writes into its accumulator's region; MEMSET values (θ) stay in their constant slot. GEMV
+weight tiles and KV rows stream from the DDR image (`ddr`), whose address the host programs
+into the DataMover: the sidecar's ``streams`` entry of the word.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections import defaultdict
+
+import networkx as nx
+
+from pccx_flow.board.alloc import AllocationError, L2Allocator, SlotCache, words_for
+from pccx_flow.board.ddr import ddr_layout, weight_stream
+from pccx_flow.board.isa import FORMATS, KICK_MARKER, IsaError, encode, flag_bits
+from pccx_flow.board.program import Program
+from pccx_flow.graph.nodes import OP_LANE
+
+DTYPE_BYTES = {"float32": 4, "float16": 2, "float64": 8, "int32": 4}
+
+
+def tensor_bytes(t: dict) -> int:
+    return math.prod(t["shape"]) * DTYPE_BYTES.get(t["dtype"], 4)
+
+
+def operand_groups(data: dict) -> list[list[str]]:
+    """The node's inputs as operands: lists of tensor names one instruction reads contiguously.
+
+    ``params.operands`` gives the part count of each operand; attention GEMVs (no such
+    param) read the query, then the cache rows [past rows, the new row] as one operand.
+    """
+    names = [t["name"] for t in data["inputs"]]
+    counts = data["params"].get("operands")
+    if counts:
+        out, i = [], 0
+        for c in counts:
+            out.append(names[i : i + c])
+            i += c
+        if i < len(names):
+            out.extend([n] for n in names[i:])
+        return out
+    if data["kernel"] in ("attn_scores", "attn_pv") and len(names) > 2:
+        return [[names[0]], names[1:]]
+    return [[n] for n in names]
+
+
+def f32_halves(value: float) -> tuple[int, int]:
+    """A float32's bit pattern as (high 16 bits, low 16 bits), for a MEMSET slot."""
+    (bits,) = struct.unpack("<I", struct.pack("<f", float(value)))
+    return bits >> 16, bits & 0xFFFF
+
+
+class _Lowering:
+    def __init__(self, graph: nx.DiGraph, schedule, profile, config):
+        self.g = graph
+        self.profile = profile
+        self.config = config
+        self.order = [slot.node for slot in schedule.order()]
+        self.pos = {n: i for i, n in enumerate(self.order)}
+        self.prog = Program()
+        self.max_batch = profile.registers.max_batch
+        total = profile.memory.l2_bytes // 16
+        reach = min(total, profile.sfu.l2_reach_bytes // 16)
+        self.l2 = L2Allocator(total, reach)
+        self.slots = SlotCache(profile.memory.const_cache_slots)
+        self.slot_users: dict[int, int] = {}  # slot -> last word index that pointed at it
+        self.ddr = ddr_layout(config)
+        self.slot_tensor: dict[str, int] = {}  # MEMSET outputs: tensor -> constant slot
+        self.slot_value: dict[str, float] = {}  # ... and its exact value
+        self.batch_start: int | None = None
+        self.done_upto = 0  # every word below this index has completed (after a fence)
+        self.fences = 0
+        self.fence_reasons: dict[str, int] = defaultdict(int)
+        self._tensor_facts()
+
+    # --- tensors ---------------------------------------------------------------------------
+
+    def _tensor_facts(self) -> None:
+        g, pos = self.g, self.pos
+        self.info: dict[str, dict] = {}
+        self.last_use: dict[str, int] = {}
+        self.npu: set[str] = set()
+        self.low: set[str] = set()
+        for n in self.order:
+            d = g.nodes[n]
+            for t in d["outputs"]:
+                self.info[t["name"]] = t
+                self.last_use.setdefault(t["name"], pos[n])
+            for t in d["inputs"]:
+                self.info.setdefault(t["name"], t)
+                self.last_use[t["name"]] = max(self.last_use.get(t["name"], -1), pos[n])
+            if d["op"] == "MEMSET":
+                continue  # its value lives in a constant slot, not in L2
+            if d["op"] != "HOST":
+                for t in d["inputs"] + d["outputs"]:
+                    self.npu.add(t["name"])
+                    if d["op"] == "CVO":
+                        self.low.add(t["name"])
+        # Groups: an operand of several parts is one contiguous region, parts in order.
+        self.group_of: dict[str, tuple[str, ...]] = {}
+        self.split_operands = 0
+        for n in self.order:
+            d = g.nodes[n]
+            if d["op"] == "HOST":
+                continue
+            for operand in operand_groups(d):
+                if len(operand) < 2:
+                    continue
+                key = tuple(operand)
+                if any(self.group_of.get(p, key) != key for p in key):
+                    self.split_operands += 1  # parts already placed in another group
+                    continue
+                for p in key:
+                    self.group_of[p] = key
+        # GEMV with accm accumulates into its destination: its accumulator input and its
+        # output share one region when nothing else reads the accumulator (a chain of
+        # accm GEMVs then lives in the region of its last output).
+        n_readers: dict[str, int] = defaultdict(int)
+        for n in self.order:
+            for t in g.nodes[n]["inputs"]:
+                n_readers[t["name"]] += 1
+        self.alias: dict[str, str] = {}
+        self.accm_copies = 0
+        for n in self.order:
+            d = g.nodes[n]
+            if d["op"] != "GEMV" or not d["flags"].get("accm"):
+                continue
+            acc = operand_groups(d)[1]
+            out = d["outputs"][0]["name"]
+            if len(acc) == 1 and n_readers[acc[0]] == 1 and acc[0] not in self.group_of:
+                self.alias[acc[0]] = out
+            else:
+                self.accm_copies += 1
+        chain_last: dict[str, int] = {}
+        for t in self.last_use:
+            r = self.rep(t)
+            chain_last[r] = max(chain_last.get(r, -1), self.last_use[t])
+        self.chain_last = chain_last
+        for t in list(self.low):
+            self.low.add(self.rep(t))
+        # A group is live from its first member's birth to its last member's last use.
+        self.group_last: dict[tuple, int] = {}
+        for key in set(self.group_of.values()):
+            self.group_last[key] = max(chain_last.get(p, self.last_use[p]) for p in key)
+        self.region: dict[str, tuple[int, int]] = {}  # tensor -> (addr, words)
+        self.group_region: dict[tuple, int] = {}
+        self.writer: dict[str, tuple[int, str]] = {}  # tensor -> (word index, engine)
+        self.readers: dict[str, dict[str, int]] = defaultdict(dict)  # tensor -> engine -> word
+        self.free_at: dict[int, list] = defaultdict(list)  # position -> regions to free
+        # Regions whose tensors are dead but may still be read by an unfenced instruction:
+        # they go back to the free list at the next fence (so no overwrite needs its own fence).
+        self.quarantine: list[tuple[int, int]] = []
+
+    def rep(self, name: str) -> str:
+        """The tensor whose region `name` lives in (itself unless it is an accm accumulator)."""
+        while name in self.alias:
+            name = self.alias[name]
+        return name
+
+    def _alloc(self, name: str, node: str, index: int) -> None:
+        if name in self.region or name not in self.npu:
+            return
+        r = self.rep(name)
+        if r != name:
+            self._alloc_rep(r, node, index)
+            self.region[name] = self.region[r]
+            return
+        self._alloc_rep(name, node, index)
+
+    def _alloc_rep(self, name: str, node: str, index: int) -> None:
+        if name in self.region:
+            return
+        key = self.group_of.get(name)
+        if key is not None:
+            if key not in self.group_region:
+                sizes = [words_for(tensor_bytes(self.info[p])) for p in key]
+                low = any(p in self.low for p in key)
+                addr = self._take(sum(sizes), low, name, node, index)
+                self.group_region[key] = addr
+                off = addr
+                for p, w in zip(key, sizes, strict=True):
+                    self.region[p] = (off, w)
+                    off += w
+                self.free_at[self.group_last[key]].append((addr, sum(sizes), key))
+            return
+        w = words_for(tensor_bytes(self.info[name]))
+        addr = self._take(w, name in self.low, name, node, index)
+        self.region[name] = (addr, w)
+        self.free_at[self.chain_last[name]].append((addr, w, (name,)))
+
+    def _take(self, words: int, low: bool, name: str, node: str, index: int) -> int:
+        addr = self.l2.alloc(words, low=low)
+        if addr is None and self.quarantine:
+            self._fence("reclaim L2")
+            addr = self.l2.alloc(words, low=low)
+        if addr is None:
+            where = "CVO window" if low else "L2"
+            limit = self.l2.reach_words if low else self.l2.total_words
+            raise AllocationError(
+                f"does not fit: tensor {name} ({words * 16} B) for instruction {index} "
+                f"(node {node}) needs {words} words of {where} but only "
+                f"{self.l2.largest_hole()} contiguous of {limit} are free; peak live demand "
+                f"{(self.l2.live_words + words) * 16} B vs {limit * 16} B on "
+                f"{self.profile.name} (schedule with an L2-aware timeline or a larger L2)"
+            )
+        return addr
+
+    def _release(self, position: int) -> None:
+        for addr, w, names in self.free_at.pop(position, []):
+            readers: dict[str, int] = {}
+            for p in names:
+                for eng, word in self.readers.get(p, {}).items():
+                    readers[eng] = max(readers.get(eng, -1), word)
+            if any(self._pending(r) for r in readers.values()):
+                self.quarantine.append((addr, w))  # an engine may still read it
+            else:
+                self.l2.release(addr, w)
+
+    # --- words, batches, fences ------------------------------------------------------------
+
+    def _close_batch(self) -> None:
+        if self.batch_start is None:
+            return
+        p = self.prog
+        p.words.append(KICK_MARKER)
+        p.nodes.append(None)
+        p.roles.append("kick")
+        p.steps.append({"kind": "batch", "start": self.batch_start, "end": len(p.words)})
+        self.batch_start = None
+
+    def _fence(self, reason: str) -> None:
+        self._close_batch()
+        self.prog.steps.append({"kind": "fence", "reason": reason})
+        self.done_upto = len(self.prog.words)
+        self.fences += 1
+        self.fence_reasons[reason] += 1
+        for addr, w in self.quarantine:
+            self.l2.release(addr, w)
+        self.quarantine = []
+
+    def _emit(self, word: int, node: str, role: str) -> int:
+        p = self.prog
+        if self.batch_start is not None and len(p.words) - self.batch_start >= self.max_batch:
+            self._close_batch()
+        if self.batch_start is None:
+            self.batch_start = len(p.words)
+        p.words.append(word)
+        p.nodes.append(node)
+        p.roles.append(role)
+        return len(p.words) - 1
+
+    def _pending(self, word: int | None) -> bool:
+        return word is not None and word >= self.done_upto
+
+    def _needs_raw_fence(self, names: list[str], engine: str | None) -> bool:
+        for t in names:
+            w = self.writer.get(t)
+            if w is not None and self._pending(w[0]) and w[1] != engine:
+                return True
+        return False
+
+    # --- constant slots --------------------------------------------------------------------
+
+    def _slot(self, cache: str, a: int, b: int, c: int, node: str, meaning: str) -> int:
+        for v, what in ((a, "a"), (b, "b"), (c, "c")):
+            if not 0 <= v <= 0xFFFF:
+                raise IsaError(
+                    f"node {node}: {meaning} value {what}={v} does not fit a 16-bit slot field"
+                )
+        value = (cache, a, b, c)
+        now = len(self.prog.words)
+        slot, new, evicted = self.slots.lookup(value, now)
+        if new:
+            if evicted is not None and self._pending(self.slot_users.get(slot)):
+                self._fence("slot eviction")
+            index = self._emit(
+                encode("MEMSET", dest_cache=cache, slot=slot, a=a, b=b, c=c), node, "slot"
+            )
+            self.prog.slots.append(
+                {
+                    "word": index,
+                    "slot": slot,
+                    "value": [a, b, c],
+                    "cache": cache,
+                    "meaning": meaning,
+                }
+            )
+        return slot
+
+    # --- per node --------------------------------------------------------------------------
+
+    def _addr(self, name: str) -> int:
+        return self.region[name][0]
+
+    def node(self, n: str) -> None:
+        d = self.g.nodes[n]
+        op = d["op"]
+        ins = [t["name"] for t in d["inputs"]]
+        outs = [t["name"] for t in d["outputs"]]
+        if op == "HOST":
+            self._host(n, d, ins, outs)
+        else:
+            engine = OP_LANE[op]
+            for t in outs:
+                self._alloc(t, n, len(self.prog.words))
+            if self._needs_raw_fence(ins, engine):
+                self._fence("read after write across engines")
+            word, extra = self._instruction(n, d, op)
+            index = self._emit(word, n, "node")
+            for t in outs:
+                self.writer[t] = (index, engine)
+            for t in ins:
+                self.readers[self.rep(t)][engine] = index
+            for slot in extra.pop("_slots", []):
+                self.slot_users[slot] = index
+            self.prog.operands[index] = {
+                "inputs": {t: self._where(t) for t in ins if t in self.region},
+                "outputs": {t: self._where(t) for t in outs if t in self.region},
+            }
+            if extra:
+                self.prog.streams[index] = extra
+        self._release(self.pos[n])
+
+    def _where(self, t: str) -> list:
+        """``[addr, words, elements, dtype]`` of a tensor in L2."""
+        addr, words = self.region[t]
+        return [addr, words, math.prod(self.info[t]["shape"]), self.info[t]["dtype"]]
+
+    def _host(self, n: str, d: dict, ins: list[str], outs: list[str]) -> None:
+        for t in outs:
+            self._alloc(t, n, len(self.prog.words))
+        pending_read = any(
+            self._pending(self.writer.get(t, (None,))[0]) for t in ins if t in self.writer
+        )
+        if pending_read:
+            self._fence("host reads an NPU result")
+        else:
+            self._close_batch()
+        self.prog.steps.append(
+            {
+                "kind": "host",
+                "node": n,
+                "func": d["func"],
+                "kernel": d["kernel"],
+                "call": {
+                    "params": d["params"],
+                    "flags": d["flags"],
+                    "weight": d["weight"],
+                    "inputs": d["inputs"],
+                    "outputs": d["outputs"],
+                },
+                "reads": {t: self._where(t) for t in ins if t in self.region},
+                "writes": {t: self._where(t) for t in outs if t in self.region},
+                "slot_reads": {
+                    t: [self.slot_tensor[t], self.slot_value[t]]
+                    for t in ins
+                    if t in self.slot_tensor
+                },
+            }
+        )
+        for t in outs:
+            self.writer[t] = (-1, "host")  # the host step has finished when it returns
+
+    def _instruction(self, n: str, d: dict, op: str) -> tuple[int, dict]:
+        ins, outs = d["inputs"], d["outputs"]
+        if op in ("GEMV", "GEMM"):
+            return self._gemv(n, d, op)
+        if op == "CVO":
+            first = ins[0]
+            span = d["params"].get("span")
+            whole = sum(math.prod(self.info[t]["shape"]) for t in operand_groups(d)[0])
+            a, b = span if span else (0, whole)
+            off = a * DTYPE_BYTES.get(first["dtype"], 4)
+            if off % 16:
+                raise IsaError(f"node {n}: CVO span start {a} is not on a 128-bit word")
+            flags = flag_bits(FORMATS["CVO"].field("flags"), d["flags"])
+            word = encode(
+                "CVO",
+                func=d["func"],
+                src=self._addr(first["name"]) + off // 16,
+                dst=self._addr(outs[0]["name"]),
+                length=b - a,
+                flags=flags,
+            )
+            extra = {}
+            if d["kernel"] == "cvo_scale_const":
+                hi, lo = f32_halves(d["params"]["scale"])
+                slot = self._slot("fmap_shape", hi, lo, 0, n, "SCALE constant (float32 bits)")
+                # the slot holds float32 bits (the hardware's scalar); the exact value is kept
+                # beside it for a float64 check of the program's math
+                extra = {"scalar_slot": slot, "scalar": d["params"]["scale"], "_slots": [slot]}
+            return word, extra
+        if op == "MEMSET":
+            hi, lo = f32_halves(d["params"].get("value", 0.0))
+            slot, new, evicted = self.slots.lookup(("fmap_shape", hi, lo, 0), len(self.prog.words))
+            if evicted is not None and self._pending(self.slot_users.get(slot)):
+                self._fence("slot eviction")
+            self.prog.slots.append(
+                {"word": len(self.prog.words), "slot": slot, "value": [hi, lo, 0],
+                 "cache": "fmap_shape", "meaning": f"{d['params'].get('what')} (float32 bits)"}
+            )  # fmt: skip
+            for t in outs:
+                self.slot_tensor[t["name"]] = slot
+                self.slot_value[t["name"]] = d["params"].get("value", 0.0)
+            self.slot_users[slot] = len(self.prog.words)
+            return encode("MEMSET", dest_cache="fmap_shape", slot=slot, a=hi, b=lo), {}
+        if op == "MEMCPY":
+            return self._memcpy(n, d)
+        raise IsaError(f"node {n}: op {op} has no instruction")
+
+    def _gemv(self, n: str, d: dict, op: str) -> tuple[int, dict]:
+        groups = operand_groups(d)
+        x = groups[0]
+        out = d["outputs"][0]
+        rows = math.prod(out["shape"])
+        cols = sum(math.prod(self.info[p]["shape"]) for p in x)
+        extra: dict = {}
+        if d["weight"]:
+            w = d["weight"]
+            cols = (w["cols"][1] - w["cols"][0]) if "cols" in w else cols
+            layout = d["params"].get("layout", "out_in")
+            extra["weight"] = weight_stream(self.ddr, w, layout)
+            extra["weight"].update(rows=w["rows"], cols=w.get("cols"), layout=layout)
+        else:
+            # attention: the "matrix" is the KV rows in L2 (second operand)
+            kv = [t for grp in groups[1:] for t in grp] or x
+            extra["matrix_operand"] = list(kv)
+            p = d["params"]
+            extra["attention"] = {
+                k: p[k] for k in ("keys", "kv_head", "head_dim", "has_past") if k in p
+            }
+            extra["attention"]["kind"] = d["kernel"]
+        size = self._slot("fmap_shape", cols & 0xFFFF, cols >> 16, 1, n, "GEMV input length")
+        shape = self._slot("weight_shape", rows, cols & 0xFFFF, cols >> 16, n, "GEMV tile shape")
+        extra["_slots"] = [size, shape]
+        flags = flag_bits(FORMATS[op].field("flags"), d["flags"])
+        word = encode(
+            op,
+            dest=self._addr(out["name"]),
+            src=self._addr(x[0]),
+            flags=flags,
+            size_ptr=size,
+            shape_ptr=shape,
+            parallel_lane=1,
+        )
+        return word, extra
+
+    def _memcpy(self, n: str, d: dict) -> tuple[int, dict]:
+        kind = d["func"]
+        out = d["outputs"][0]
+        to_npu = kind in ("kv_read", "embed_fetch")
+        local = out["name"] if to_npu else d["inputs"][0]["name"]
+        parts = self.group_of.get(local, (local,))
+        local_words = sum(self.region[p][1] for p in parts)
+        nbytes = tensor_bytes(out) if to_npu else sum(tensor_bytes(self.info[q]) for q in parts)
+        slot = self._slot(
+            "fmap_shape", local_words & 0xFFFF, local_words >> 16, 0, n, "MEMCPY length (words)"
+        )
+        word = encode(
+            "MEMCPY",
+            from_device="host" if to_npu else "npu",
+            to_device="npu" if to_npu else "host",
+            dest=self._addr(local) if to_npu else 0,
+            src=0 if to_npu else self._addr(local),
+            aux=0,
+            shape_ptr=slot,
+        )
+        stream: dict = {"kind": kind, "bytes": nbytes, "_slots": [slot]}
+        p = d["params"]
+        if kind in ("kv_read", "kv_write"):
+            region = self.ddr["kv"][f"{p['cache_layer']}.{p['kind']}"]
+            row = region["row_bytes"]
+            first = p["positions"][0] if kind == "kv_read" else p["position"]
+            stream["ddr_offset"] = region["offset"] + first * row
+            cache_dtype = out["dtype"]
+            stream["kv"] = {
+                "layer": p["cache_layer"],
+                "kind": p["kind"],
+                "first_row": first,
+                "dtype": cache_dtype,
+            }
+            stream["kv"]["rows"] = p["positions"][1] - p["positions"][0] if kind == "kv_read" else 1
+            stream["ddr_bytes"] = math.prod(out["shape"]) * DTYPE_BYTES[cache_dtype]
+        elif kind == "embed_fetch":
+            region = self.ddr["tensors"][d["weight"]["key"]]
+            stream["ddr_offset"] = region["offset"]
+            stream["embed"] = {
+                "key": d["weight"]["key"],
+                "id_rule": p.get("id_rule", "none"),
+                "id_limit": p.get("id_limit", 0),
+            }
+            stream["row_rule"] = "the host points this stream at row token_id (after id_rule)"
+        return word, stream
+
+
+def lower(graph: nx.DiGraph, schedule, profile, config) -> Program:
+    """The program of one scheduled decode step (see the module docstring)."""
+    lw = _Lowering(graph, schedule, profile, config)
+    for n in lw.order:
+        lw.node(n)
+    lw._fence("end of step")
+    prog = lw.prog
+    prog.l2 = {t: {"addr": a, "words": w} for t, (a, w) in lw.region.items()}
+    # an operand of several parts is one allocation: record it whole as well
+    for key, addr in lw.group_region.items():
+        words = sum(lw.region[p][1] for p in key)
+        prog.l2["+".join(key)] = {"addr": addr, "words": words, "parts": list(key)}
+    prog.ddr = lw.ddr
+    prog.meta = {
+        "config": config.name,
+        "semantics": graph.graph.get("semantics"),
+        "position": graph.graph.get("position"),
+        "tile_rows": graph.graph.get("tile_rows"),
+        "profile": profile.name,
+        "policy": schedule.policy,
+        "l2_words": lw.l2.total_words,
+        "cvo_reach_words": lw.l2.reach_words,
+    }
+    prog.summary = summarise(lw)
+    return prog
+
+
+def summarise(lw: _Lowering) -> dict:
+    prog = lw.prog
+    by_op: dict[str, int] = defaultdict(int)
+    slot_memsets = 0
+    for w, role in zip(prog.words, prog.roles, strict=True):
+        if role == "kick":
+            continue
+        op = next(f.name for f in FORMATS.values() if f.opcode == w >> 60)
+        if role == "slot":
+            slot_memsets += 1
+        else:
+            by_op[op] += 1
+    l2 = lw.l2
+    return {
+        "instructions": sum(by_op.values()),
+        "by_opcode": dict(sorted(by_op.items())),
+        "slot_memsets": slot_memsets,
+        "words": len(prog.words),
+        "batches": sum(1 for s in prog.steps if s["kind"] == "batch"),
+        "fences": lw.fences,
+        "fence_reasons": dict(lw.fence_reasons),
+        "host_steps": sum(1 for s in prog.steps if s["kind"] == "host"),
+        "l2_peak_bytes": l2.peak_words * 16,
+        "l2_fragmentation": round(l2.fragmentation_at_peak, 4),
+        "l2_bytes": l2.total_words * 16,
+        "cvo_window_peak_bytes": l2.high_water * 16,
+        "cvo_reach_bytes": l2.reach_words * 16,
+        "split_operands": lw.split_operands,
+        "accm_copies": lw.accm_copies,
+        "slots_used": len(lw.slots.used),
+        "slot_hits": lw.slots.hits,
+        "slot_evictions": lw.slots.evictions,
+        "ddr_image_bytes": lw.ddr["total_bytes"],
+    }
+
+
+def live_demand_peak(graph: nx.DiGraph, schedule) -> tuple[int, str]:
+    """Peak bytes of L2 the schedule's order keeps live (NPU tensors only), and where.
+
+    Independent of placement: the sum of the sizes of tensors born and not yet dead, at the
+    worst node. A program cannot fit an L2 smaller than this, however it is allocated.
+    """
+    order = [s.node for s in schedule.order()]
+    pos = {n: i for i, n in enumerate(order)}
+    born: dict[str, int] = {}
+    dies: dict[str, int] = {}
+    size: dict[str, int] = {}
+    for n in order:
+        d = graph.nodes[n]
+        npu = d["op"] != "HOST"
+        for t in d["outputs"]:
+            born.setdefault(t["name"], pos[n])
+            dies.setdefault(t["name"], pos[n])
+            size[t["name"]] = words_for(tensor_bytes(t)) * 16 if npu else 0
+        for t in d["inputs"]:
+            dies[t["name"]] = max(dies.get(t["name"], -1), pos[n])
+            if npu:
+                size[t["name"]] = max(size.get(t["name"], 0), words_for(tensor_bytes(t)) * 16)
+    delta = [0] * (len(order) + 1)
+    for t, b in born.items():
+        delta[b] += size.get(t, 0)
+        delta[dies[t] + 1] -= size.get(t, 0)
+    live, peak, at = 0, 0, 0
+    for i in range(len(order)):
+        live += delta[i]
+        if live > peak:
+            peak, at = live, i
+    return peak, order[at] if order else ""

@@ -1,0 +1,31 @@
+"""Lowered tiny programs, built once per session (schedule + lower takes ~1 s each)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pccx_flow.board.lower import lower
+from pccx_flow.graph.build import build_decode_graph
+from pccx_flow.hardware.profile import load_profile
+from pccx_flow.model.config import get_config
+from pccx_flow.schedule import run_policy
+
+CASES = [("v002-spec", "critical-path"), ("v002-as-built", "heft"), ("v002-spec", "random")]
+
+
+def lowered(profile_name: str, policy: str, position: int = 9, semantics: str = "pccx"):
+    profile = load_profile(profile_name)
+    config = get_config("tiny")
+    graph = build_decode_graph(config, semantics=semantics, position=position, profile=profile)
+    schedule = run_policy(graph, profile, policy, seed=1)
+    return graph, schedule, profile, lower(graph, schedule, profile, config)
+
+
+@pytest.fixture(scope="session", params=CASES, ids=lambda c: f"{c[0]}-{c[1]}")
+def tiny_program(request):
+    return lowered(*request.param)
+
+
+@pytest.fixture(scope="session")
+def spec_program():
+    return lowered("v002-spec", "critical-path")

@@ -1,0 +1,150 @@
+"""Lowering a scheduled tiny step: one word per NPU node, batches, fences, L2, slots."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+
+import pytest
+
+from pccx_flow.board.alloc import AllocationError
+from pccx_flow.board.isa import KICK_MARKER, decode
+from pccx_flow.board.lower import lower
+from pccx_flow.graph.nodes import OP_LANE
+from pccx_flow.model.config import get_config
+
+
+def test_one_word_per_npu_node_and_counts_match_the_graph(tiny_program):
+    graph, _, _, prog = tiny_program
+    npu = {n: d["op"] for n, d in graph.nodes(data=True) if d["op"] != "HOST"}
+    words = [(i, prog.nodes[i]) for i, r in enumerate(prog.roles) if r == "node"]
+    assert sorted(n for _, n in words) == sorted(npu)
+    for i, n in words:
+        assert decode(prog.words[i]).op == npu[n]
+    assert prog.summary["by_opcode"] == dict(sorted(Counter(npu.values()).items()))
+    hosts = [s["node"] for s in prog.steps if s["kind"] == "host"]
+    assert sorted(hosts) == sorted(n for n, d in graph.nodes(data=True) if d["op"] == "HOST")
+
+
+def test_batches_hold_at_most_eight_words_and_end_with_a_kick(tiny_program):
+    _, _, profile, prog = tiny_program
+    batches = [s for s in prog.steps if s["kind"] == "batch"]
+    covered = []
+    for b in batches:
+        assert prog.words[b["end"] - 1] == KICK_MARKER
+        assert 1 <= b["end"] - 1 - b["start"] <= profile.registers.max_batch
+        covered.extend(range(b["start"], b["end"]))
+    assert covered == list(range(len(prog.words)))
+    assert sum(w == KICK_MARKER for w in prog.words) == len(batches)
+
+
+def _epochs(prog):
+    """Fence count before each word and before each host step (independent of the lowering)."""
+    fences = 0
+    word_epoch, host_epoch = {}, {}
+    for s in prog.steps:
+        if s["kind"] == "fence":
+            fences += 1
+        elif s["kind"] == "batch":
+            for i in range(s["start"], s["end"]):
+                word_epoch[i] = fences
+        else:
+            host_epoch[s["node"]] = fences
+    return word_epoch, host_epoch, fences
+
+
+def test_every_cross_engine_dependency_is_fenced(tiny_program):
+    graph, _, _, prog = tiny_program
+    word_of = {prog.nodes[i]: i for i, r in enumerate(prog.roles) if r == "node"}
+    word_epoch, host_epoch, total = _epochs(prog)
+    for u, v in graph.edges:
+        du, dv = graph.nodes[u], graph.nodes[v]
+        if du["op"] == "HOST":
+            continue  # host steps finish before the driver issues anything after them
+        eu = word_epoch[word_of[u]]
+        if dv["op"] == "HOST":
+            assert host_epoch[v] > eu, (u, v)
+        elif OP_LANE[du["op"]] != OP_LANE[dv["op"]]:
+            assert word_epoch[word_of[v]] > eu, (u, v)
+        else:
+            assert word_of[v] > word_of[u], (u, v)  # same engine: in-order issue
+    assert prog.steps[-1]["kind"] == "fence" and total == prog.summary["fences"]
+
+
+def test_l2_regions_of_live_tensors_never_overlap(tiny_program):
+    graph, schedule, profile, prog = tiny_program
+    order = {s.node: i for i, s in enumerate(schedule.order())}
+    born, dies = {}, {}
+    for n, d in graph.nodes(data=True):
+        for t in d["outputs"]:
+            born[t["name"]] = order[n]
+            dies.setdefault(t["name"], order[n])
+        for t in d["inputs"]:
+            dies[t["name"]] = max(dies.get(t["name"], -1), order[n])
+    regions = sorted(
+        (r["addr"], r["addr"] + r["words"], t) for t, r in prog.l2.items() if "parts" not in r
+    )
+    total = profile.memory.l2_bytes // 16
+    for a, b, _ in regions:
+        assert 0 <= a < b <= total
+    for i, (_, b, t) in enumerate(regions):
+        for a2, _, t2 in regions[i + 1 :]:
+            if a2 >= b:
+                break
+            # overlapping regions: lifetimes must be disjoint, except that a GEMV with accm
+            # writes its output into its accumulator's region (same region, back to back)
+            same = prog.l2[t] == prog.l2[t2]
+            if same and (dies[t] == born[t2] or dies[t2] == born[t]):
+                continue
+            assert dies[t] < born[t2] or dies[t2] < born[t], (t, t2)
+
+
+def test_cvo_operands_lie_within_the_sfu_reach(tiny_program):
+    graph, _, profile, prog = tiny_program
+    reach = profile.sfu.l2_reach_bytes // 16
+    for i, ops in prog.operands.items():
+        if decode(prog.words[i]).op != "CVO":
+            continue
+        for addr, words, *_ in list(ops["inputs"].values()) + list(ops["outputs"].values()):
+            assert addr + words <= reach, prog.nodes[i]
+
+
+def test_constant_slots_and_memsets(tiny_program):
+    _, _, _, prog = tiny_program
+    assert 0 < prog.summary["slots_used"] <= 64
+    inserted = [i for i, r in enumerate(prog.roles) if r == "slot"]
+    assert len(inserted) == prog.summary["slot_memsets"]
+    for i in inserted:
+        ins = decode(prog.words[i])
+        assert ins.op == "MEMSET"
+    # every GEMV points at slots written before it
+    written = {}
+    for i, w in enumerate(prog.words):
+        if w == KICK_MARKER:
+            continue
+        ins = decode(w)
+        if ins.op == "MEMSET":
+            written[ins.fields["slot"]] = i
+        elif ins.op == "GEMV":
+            assert ins.fields["size_ptr"] in written and ins.fields["shape_ptr"] in written
+
+
+def test_gemv_tiles_stream_from_the_ddr_image(tiny_program):
+    graph, _, _, prog = tiny_program
+    total = prog.ddr["total_bytes"]
+    for i, stream in prog.streams.items():
+        node = graph.nodes[prog.nodes[i]]
+        if node["weight"] and node["op"] == "GEMV":
+            w = stream["weight"]
+            assert w["key"] == node["weight"]["key"]
+            assert w["offset"] >= 0 and w["offset"] + w["runs"] * w["stride"] <= total
+
+
+def test_a_program_that_does_not_fit_fails_in_one_line(tiny_program):
+    graph, schedule, profile, _ = tiny_program
+    small = dataclasses.replace(profile, memory=dataclasses.replace(profile.memory, l2_bytes=2048))
+    with pytest.raises(AllocationError) as info:
+        lower(graph, schedule, small, get_config("tiny"))
+    msg = str(info.value)
+    assert "\n" not in msg
+    assert msg.startswith("does not fit: tensor ") and "instruction" in msg and "peak" in msg
