@@ -17,7 +17,7 @@ agrees on, each with the file it was read from in the board repository
 
 >>> cmd = encode_command(addr=0x12345678, tag=0xA, length_bytes=0x40)
 >>> hex(cmd)
-'0xa1234567840800040'
+'0xa01234567840800040'
 >>> [hex(r) for r in command_registers(cmd)]
 ['0x40800040', '0x12345678', '0xa0']
 >>> decode_command(cmd).length_bytes
