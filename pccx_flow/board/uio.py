@@ -241,6 +241,21 @@ class Npu:
     def clear_errors(self, page: str) -> None:
         self.window.write32(self.regs.page_register(page, "ERR_W1C"), regmap.ERR_W1C_ALL)
 
+    def probe(self) -> list[str]:
+        """A read-only look at the window: the status word and each page's FLAGS, one line each.
+
+        After a clean bitstream load every page should say ``idle`` (command and status FIFOs
+        empty, no sticky error), as pccx's ``hw/scripts/post_deploy_smoke.py`` checks.
+        """
+        lines = [f"status {self.status():#010x} at {self.regs.status:#05x}"]
+        for page in self.regs.pages:
+            flags = self.flags(page)
+            idle = flags & regmap.FLAG_CMD_EMPTY and flags & regmap.FLAG_STS_EMPTY
+            sticky = regmap.sticky_errors(flags)
+            state = "idle" if idle and not sticky else "NOT idle"
+            lines.append(f"{page:8s} FLAGS={flags:#04x} {state} (sticky errors {sticky:#x})")
+        return lines
+
     def reset(self) -> list[str]:
         """Drain every page's status FIFO and clear its sticky errors; what is left, as text.
 

@@ -131,3 +131,16 @@ def test_model_failure_is_the_error_bit(tmp_path):
         assert npu.wait_done(timeout=1.0) & REGS.error_mask
         assert dev.faults == ["batch 0: on_batch raised ValueError: illegal word"]
         npu.window.close()
+
+
+def test_probe_reads_idle_then_sticky(device):
+    dev, npu, _ = device
+    assert npu.probe()[1:] == [
+        f"{p:8s} FLAGS=0x05 idle (sticky errors 0x0)" for p in REGS.pages
+    ]
+    dev.dma_error("hp0", at_batch=0, bits=0b1000)
+    npu.push_command("hp0", regmap.encode_command(addr=0x1000, length_bytes=16))
+    npu.kick()
+    npu.wait_done(timeout=1.0)
+    assert npu.probe()[1] == "hp0      FLAGS=0x81 NOT idle (sticky errors 0x8)"
+    assert npu.probe()[0] == "status 0x00000002 at 0x010"
