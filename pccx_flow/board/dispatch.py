@@ -36,12 +36,18 @@ class DispatchProgram(Protocol):
     ``nodes``: the graph node of each word (None for a kick marker).
     ``steps``: in order, ``{"kind": "batch", "start": i, "end": j}`` (``words[i:j]``, the kick
     last; ``start`` defaults to the previous batch's end), ``{"kind": "fence"}`` and
-    ``{"kind": "host", "node": ..., ...}``.
+    ``{"kind": "host", "node": ..., ...}``. These are the fields and step dicts of the lowered
+    ``Program`` (``pccx_flow/board/program.py``); read-only here, so any sequence will do.
     """
 
-    words: Sequence[int]
-    nodes: Sequence[str | None]
-    steps: Sequence[dict]
+    @property
+    def words(self) -> Sequence[int]: ...
+
+    @property
+    def nodes(self) -> Sequence[str | None]: ...
+
+    @property
+    def steps(self) -> Sequence[dict]: ...
 
 
 @dataclass(frozen=True)

@@ -96,7 +96,7 @@ class FakeDevice:
     """
 
     def __init__(self, folder: Path, registers: BoardRegisters, on_batch: OnBatch | None = None,
-                 *, name: str = "fabric-fake-npu", answer_timeout: float = 1.0):
+                 *, name: str = "fabric-fake-npu", answer_timeout: float = 5.0):
         self.regs = registers
         self.on_batch = on_batch
         folder = Path(folder)

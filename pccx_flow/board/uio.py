@@ -143,6 +143,12 @@ class Window:
             self.bus.wrote(offset, 4)
 
     def write64(self, offset: int, value: int) -> None:
+        """One 64-bit store, as pccx's ``sw/runtime/uio.py`` does it (``struct.pack_into``).
+
+        Whether CPython's copy reaches the AXI-Lite slave as a single 64-bit beat has not
+        been checked on a board; the bare-metal driver writes two 32-bit halves on 32-bit
+        CPUs (``npu_driver.c`` ``pccx_npu_write64``).
+        """
         struct.pack_into("<Q", self._check(offset, 8), offset, value & (1 << 64) - 1)
         if self.bus is not None:
             self.bus.wrote(offset, 8)
