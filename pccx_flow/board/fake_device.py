@@ -309,3 +309,39 @@ class FakeDevice:
         if self._never_done_at is not None and index >= self._never_done_at:
             return  # stays BUSY
         self._status(self.regs.done_mask | (self.regs.error_mask if error else 0))
+
+
+def program_model(program, run_word: Callable[[int, int], None]) -> OnBatch:
+    """An `on_batch` that runs each received word as ``run_word(index, word)``.
+
+    A word model (an emulator's per-word step) needs each word's index in the program, which
+    the device never sees; batches reach the device in program order, so the k-th kick is the
+    program's k-th batch. A received word that differs from the program's, or a batch the
+    program does not have, raises, which the fake device reports as its ERROR bit. `program`
+    is a `pccx_flow.board.dispatch.DispatchProgram`.
+    """
+    spans = [(s.get("start"), s["end"]) for s in program.steps if s.get("kind") == "batch"]
+    prev = 0
+    for k, (start, end) in enumerate(spans):  # start defaults to the previous batch's end
+        spans[k] = (prev if start is None else start, end)
+        prev = end
+    count = iter(range(len(spans) + 1))
+
+    def on_batch(words: list[int]) -> None:
+        k = next(count)
+        if k >= len(spans):
+            raise BoardError(f"batch {k} received, the program has {len(spans)}")
+        start, end = spans[k]
+        want = list(program.words[start:end - 1])
+        if words != want:
+            pairs = zip(words, want, strict=False)
+            first = next((j for j, (a, b) in enumerate(pairs) if a != b),
+                         min(len(words), len(want)))
+            raise BoardError(
+                f"batch {k}: word {start + first} differs from the program's"
+                f" ({len(words)} words received, {len(want)} expected)"
+            )
+        for j, word in enumerate(words):
+            run_word(start + j, word)
+
+    return on_batch

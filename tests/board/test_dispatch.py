@@ -13,7 +13,7 @@ import pytest
 
 from pccx_flow.board import regmap
 from pccx_flow.board.dispatch import Descriptor, dispatch, plan
-from pccx_flow.board.fake_device import FakeDevice
+from pccx_flow.board.fake_device import FakeDevice, program_model
 from pccx_flow.errors import BoardError
 from pccx_flow.hardware.profile import load_profile
 
@@ -227,3 +227,27 @@ def test_start_defaults_to_previous_end():
     for step in prog.steps:
         step.pop("start", None)
     assert _batches(prog) == _batches(tiny_program())
+
+
+def test_program_model_gets_each_word_with_its_index(tmp_path):
+    prog = tiny_program()
+    seen: list[tuple[int, int]] = []
+    with FakeDevice(tmp_path, REGS, program_model(prog, lambda i, w: seen.append((i, w)))) as dev:
+        npu = dev.open()
+        dispatch(prog, npu, run_host_step=lambda s: None, timeout=5.0)
+        npu.window.close()
+    indices = [i for i, w in enumerate(prog.words) if w != KICK]
+    assert seen == [(i, prog.words[i]) for i in indices] and dev.faults == []
+
+
+def test_program_model_refuses_a_word_the_program_does_not_have(tmp_path):
+    prog = tiny_program()
+    other = tiny_program()
+    other.words[1] = memset(9, 9)
+    with FakeDevice(tmp_path, REGS, program_model(prog, lambda i, w: None)) as dev:
+        npu = dev.open()
+        with pytest.raises(BoardError, match="the NPU set its ERROR bit"):
+            dispatch(other, npu, run_host_step=lambda s: None, timeout=5.0)
+        npu.window.close()
+    assert dev.faults == ["batch 0: on_batch raised BoardError: batch 0: word 1 differs from"
+                          " the program's (2 words received, 2 expected)"]
