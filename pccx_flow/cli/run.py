@@ -151,13 +151,14 @@ def _check_options(args) -> None:
 
 @contextlib.contextmanager
 def _checkpoint(args):
+    from pccx_flow.execute.generate import check_prompt
     from pccx_flow.weights.checkpoint import open_checkpoint
 
-    if args.weights:
+    if args.weights is not None:
         path = Path(args.weights)
         if not args.weights.strip() or not path.is_dir():
             raise InputError(
-                f"--weights {str(path)!r} is not a directory; give a checkpoint folder"
+                f"--weights {args.weights!r} is not a directory; give a checkpoint folder"
             )
         ckpt = open_checkpoint(path, checkpoint_config(args.preset, args.config))
         if ckpt.config_note:
@@ -168,6 +169,7 @@ def _checkpoint(args):
     from pccx_flow.weights.synth import write_synthetic_checkpoint
 
     config = get_config(args.synthetic)
+    check_prompt(config, parse_prompt_ids(args.prompt_ids), args.steps)  # before GBs are written
     with tempfile.TemporaryDirectory(prefix=f"pccx-{config.name}-") as tmp:
         write_synthetic_checkpoint(config, args.seed_weights, Path(tmp), progress=_tty(args))
         yield open_checkpoint(tmp)

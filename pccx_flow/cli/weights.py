@@ -104,7 +104,9 @@ def register(subparsers) -> None:
     p = sub.add_parser(
         "synth",
         help="write a deterministic random checkpoint",
-        description="Write a random checkpoint of a preset, streamed in row chunks.",
+        description="Write a random checkpoint of a preset, streamed in row chunks into a "
+        "hidden sibling folder that replaces --out only when complete (a kill or a full disk "
+        "leaves the old checkpoint as it was).",
         epilog=SYNTH_EPILOG,
         formatter_class=fmt,
     )

@@ -53,6 +53,7 @@ class Gemma3nConfig:
     sliding_window: int = 512  # used by semantics="gemma3n" only
 
     def __post_init__(self) -> None:
+        check_config_ranges(self)
         if self.n_q_heads * self.head_dim != self.hidden:
             raise ConfigError(
                 f"config {self.name!r}: n_q_heads*head_dim = {self.n_q_heads * self.head_dim}"
@@ -73,6 +74,8 @@ class Gemma3nConfig:
                     f"config {self.name!r}: KV sharing needs a local and a global layer below "
                     f"layer {self.first_kv_shared_layer}"
                 )
+        if self.n_sparse_layers > self.n_layers:
+            raise ConfigError(f"config {self.name!r}: n_sparse_layers must be <= n_layers")
         if self.vocab_per_layer > self.vocab:
             raise ConfigError(f"config {self.name!r}: vocab_per_layer must be <= vocab")
 
@@ -101,6 +104,55 @@ class Gemma3nConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+# --- plausible ranges ------------------------------------------------------------------------
+
+# Inclusive range of every numeric field: wide enough for any Gemma 3N size (E4B is well
+# inside each), narrow enough that a typo or a hostile manifest (``"n_layers": 1000000000``,
+# a zero that divides, ``final_softcap = 0`` that turns every logit to NaN) is refused in one
+# line before anything is allocated or written.
+FIELD_RANGES: dict[str, tuple[float, float]] = {
+    "hidden": (2, 1 << 16),
+    "ffn": (1, 1 << 18),
+    "n_layers": (1, 1024),
+    "n_q_heads": (1, 1024),
+    "n_kv_heads": (1, 1024),
+    "head_dim": (2, 4096),
+    "vocab": (1, 1 << 22),
+    "vocab_per_layer": (1, 1 << 22),
+    "ple_dim": (1, 1 << 14),
+    "altup_streams": (1, 64),
+    "laurel_rank": (1, 1 << 14),
+    "first_kv_shared_layer": (1, 1024),
+    "n_sparse_layers": (0, 1024),
+    "max_seq": (1, 1 << 20),
+    "rms_eps": (1e-12, 0.1),
+    "sparse_z": (0.0, 10.0),
+    "theta_local": (1.0, 1e12),
+    "theta_global": (1.0, 1e12),
+    "global_period": (1, 1024),
+    "final_softcap": (1e-3, 1e6),
+    "sliding_window": (1, 1 << 20),
+}
+
+
+def check_config_ranges(config: Gemma3nConfig) -> None:
+    """Raise `ConfigError` naming the first field outside `FIELD_RANGES` (or not a number)."""
+    if not isinstance(config.name, str):
+        raise ConfigError(f"config name must be a string, got {config.name!r}")
+    for name, (lo, hi) in FIELD_RANGES.items():
+        value = getattr(config, name)
+        integral = isinstance(lo, int)
+        ok_type = isinstance(value, int) if integral else isinstance(value, int | float)
+        if isinstance(value, bool) or not ok_type:
+            kind = "an integer" if integral else "a number"
+            raise ConfigError(f"config {config.name!r}: {name} must be {kind}, got {value!r}")
+        if not lo <= value <= hi:  # NaN fails this too
+            raise ConfigError(
+                f"config {config.name!r}: {name} = {value!r} is outside its plausible range "
+                f"{lo:g}..{hi:g}; fix the config or use a preset"
+            )
 
 
 # --- per-layer rules -------------------------------------------------------------------------

@@ -20,6 +20,7 @@ so the Dask executor can ship it to worker processes, which reopen the files the
 from __future__ import annotations
 
 import json
+import os
 import stat
 import threading
 from collections.abc import Mapping
@@ -39,7 +40,7 @@ from pccx_flow.model.config import PRESETS, Gemma3nConfig
 from pccx_flow.model.tensors import KEY_PREFIX, TensorSpec, tensor_manifest
 from pccx_flow.weights.infer import infer_config, with_overrides
 from pccx_flow.weights.int4 import dequantize_rows
-from pccx_flow.weights.npy import NpyHeader, open_readonly
+from pccx_flow.weights.npy import NpyHeader, open_readonly, read_header
 
 MANIFEST_NAME = "manifest.json"
 FORMAT_NAME = "pccx-split-npy"
@@ -117,21 +118,31 @@ def config_from_dict(data: dict, where: str) -> Gemma3nConfig:
 
 
 def read_small_json(path: Path, what: str) -> object:
-    """Parse a small JSON file; refuse FIFOs, devices and anything past `MAX_JSON_BYTES`."""
+    """Parse a small JSON file; refuse FIFOs, devices and anything past `MAX_JSON_BYTES`.
+
+    The file is opened without blocking and checked on the open descriptor, so a FIFO or a
+    symlink to ``/dev/zero`` is refused at once instead of hanging or filling memory.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        info = path.stat()
+        fd = os.open(path, flags)
     except OSError as exc:
         raise WeightsError(f"{what} {path}: cannot read it ({exc.strerror or exc})") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise WeightsError(f"{what} {path} is not a regular file; give a JSON file")
-    if info.st_size > MAX_JSON_BYTES:
-        raise WeightsError(f"{what} {path} is {info.st_size} bytes; a JSON config is a few kB")
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise WeightsError(f"{what} {path} is not a regular file; give a JSON file")
+        if info.st_size > MAX_JSON_BYTES:
+            raise WeightsError(f"{what} {path} is {info.st_size} bytes; a JSON config is a few kB")
+        try:
+            data = f.read(MAX_JSON_BYTES + 1)
+        except OSError as exc:
+            raise WeightsError(f"{what} {path}: cannot read it ({exc.strerror or exc})") from None
     try:
-        with open(path, "rb") as f:
-            text = f.read(MAX_JSON_BYTES + 1).decode("utf-8")
-        return json.loads(text)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise WeightsError(f"{what} {path}: not valid JSON ({exc})") from None
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        text = " ".join(str(exc).split())[:160] or type(exc).__name__
+        raise WeightsError(f"{what} {path}: not valid JSON ({text})") from None
 
 
 def load_config_file(path: Path | str) -> dict:
@@ -207,7 +218,7 @@ def _stored_config(directory: Path, manifest: dict | None) -> Gemma3nConfig | No
         return None
     if "config" in manifest:
         return config_from_dict(manifest["config"], f"{directory / MANIFEST_NAME}")
-    if manifest.get("preset") in PRESETS:
+    if isinstance(manifest.get("preset"), str) and manifest["preset"] in PRESETS:
         return PRESETS[manifest["preset"]]
     return None
 
@@ -286,20 +297,24 @@ def _expected_forms(spec: TensorSpec) -> str:
     return " or ".join(forms)
 
 
-def open_tensor(directory: Path, spec: TensorSpec) -> _Opened:
-    """Check a tensor's file(s) against its spec and map them read-only."""
+def check_tensor_files(directory: Path, spec: TensorSpec) -> str:
+    """Check a tensor's file header(s) against its spec, reading no data; returns its storage.
+
+    Raises `MissingTensorError` for an absent file and `TensorFormatError` for a wrong shape,
+    dtype or size (a truncated file), a pickle, or something that is not a regular file.
+    """
     what = f"tensor {spec.key}"
     path = tensor_path(directory, spec.key)
     try:
-        data, header = open_readonly(path, what)
+        header = read_header(path, what)
     except FileNotFoundError:
         raise MissingTensorError(f"{what} is missing: no file {path.name} in {directory}") from None
     storage = _storage_of(header, spec, path)
     if storage == "float32":
-        return _Opened("float32", data, None)
+        return storage
     spath = scale_path(directory, spec.key)
     try:
-        scale, sheader = open_readonly(spath, f"scales of {spec.key}")
+        sheader = read_header(spath, f"scales of {spec.key}")
     except FileNotFoundError:
         raise MissingTensorError(
             f"{what} is stored packed (uint8) but its scales {spath.name} are missing"
@@ -309,6 +324,32 @@ def open_tensor(directory: Path, spec: TensorSpec) -> _Opened:
             f"scales of {spec.key}: {spath.name} is {sheader.dtype} {list(sheader.shape)}, "
             f"expected float32 [{spec.shape[0]}]"
         )
+    return storage
+
+
+def check_headers(checkpoint: Checkpoint) -> None:
+    """Check every tensor file's header, dtype, shape and size before any work starts.
+
+    Reads only the `.npy` headers (a few hundred bytes per file; E4B has ~350 files), so a
+    truncated or mis-shaped tensor in layer 34 is named when the checkpoint is opened, not
+    after a full decode step. Tensors a decode step never reads (`TensorSpec.used` False,
+    the K/V weights of KV-sharing layers) may be absent.
+    """
+    for spec in tensor_manifest(checkpoint.config):
+        try:
+            check_tensor_files(checkpoint.path, spec)
+        except MissingTensorError:
+            if spec.used or tensor_path(checkpoint.path, spec.key).exists():
+                raise
+
+
+def open_tensor(directory: Path, spec: TensorSpec) -> _Opened:
+    """Check a tensor's file(s) against its spec and map them read-only."""
+    storage = check_tensor_files(directory, spec)
+    data, _ = open_readonly(tensor_path(directory, spec.key), f"tensor {spec.key}")
+    if storage == "float32":
+        return _Opened("float32", data, None)
+    scale, _ = open_readonly(scale_path(directory, spec.key), f"scales of {spec.key}")
     scale = np.array(scale)  # [rows] float32, small: keep in RAM, shared by every caller
     scale.setflags(write=False)
     return _Opened("int4", data, scale)
@@ -437,7 +478,7 @@ class Checkpoint:
 
 
 def open_checkpoint(path: Path | str, config: ConfigChoice = None) -> Checkpoint:
-    """Open a checkpoint directory; tensors are checked and mapped on first use.
+    """Open a checkpoint directory: every tensor header is checked now, data mapped on use.
 
     `config`: a `Gemma3nConfig` (it must agree with the manifest's config, or with the tensor
     shapes when there is none), a mapping of some config fields (e.g. from
@@ -448,4 +489,6 @@ def open_checkpoint(path: Path | str, config: ConfigChoice = None) -> Checkpoint
     directory = Path(path)
     manifest = read_manifest(directory)
     chosen, note = resolve_config_noted(directory, manifest, config)
-    return Checkpoint(directory, chosen, manifest, note)
+    checkpoint = Checkpoint(directory, chosen, manifest, note)
+    check_headers(checkpoint)
+    return checkpoint

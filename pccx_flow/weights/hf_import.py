@@ -13,8 +13,8 @@ alone cannot tell where KV sharing or the sparse layers start).
 
 from __future__ import annotations
 
-import json
 import math
+import os
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -27,7 +27,7 @@ from pccx_flow.model.config import PRESETS, Gemma3nConfig
 from pccx_flow.model.tensors import KEY_PREFIX, TensorSpec, tensor_manifest
 from pccx_flow.weights.int4 import quantize_rows
 from pccx_flow.weights.safetensors_reader import SafeTensor, read_safetensors_header
-from pccx_flow.weights.writer import TensorFileWriter, prepare_output_dir, write_manifest
+from pccx_flow.weights.writer import TensorFileWriter, staged_checkpoint, write_manifest
 
 PREFIXES = (KEY_PREFIX, "model.")
 INDEX_NAME = "model.safetensors.index.json"
@@ -41,6 +41,27 @@ MAX_SEQ_CAP = 8192
 # --- finding the shards -----------------------------------------------------------------------
 
 
+def shards_of_index(index: Path) -> list[Path]:
+    """The shard files a ``model.safetensors.index.json`` names, all inside its folder."""
+    from pccx_flow.weights.checkpoint import read_small_json
+
+    data = read_small_json(index, "safetensors index")
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise WeightsError(
+            f'{index}: not a valid safetensors index (needs a "weight_map" object of '
+            "tensor name -> shard file name)"
+        )
+    names = sorted(set(weight_map.values()))
+    for n in names:
+        if not n or n in (".", "..") or Path(n).name != n or "\\" in n or "\0" in n:
+            raise WeightsError(
+                f"{index}: shard {n[:80]!r} is not a file name in the index's folder; an index "
+                "may only name shards next to it"
+            )
+    return [index.parent / n for n in names]
+
+
 def find_shards(sources: list[Path | str]) -> list[Path]:
     """Safetensors files named by `sources`: files, or folders (via their index if present)."""
     shards: list[Path] = []
@@ -49,13 +70,8 @@ def find_shards(sources: list[Path | str]) -> list[Path]:
             shards.append(src)
         elif src.is_dir():
             index = src / INDEX_NAME
-            if index.is_file():
-                try:
-                    weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-                    names = sorted(set(weight_map.values()))
-                except (ValueError, KeyError, TypeError):
-                    raise WeightsError(f"{index}: not a valid safetensors index") from None
-                shards.extend(src / n for n in names)
+            if os.path.lexists(index):
+                shards.extend(shards_of_index(index))
             else:
                 found = sorted(src.glob("*.safetensors"))
                 if not found:
@@ -63,9 +79,11 @@ def find_shards(sources: list[Path | str]) -> list[Path]:
                         f"{src} holds no .safetensors files; pass shards or a folder"
                     )
                 shards.extend(found)
+        elif src.exists():
+            raise WeightsError(f"source {src} is not a file or folder; pass .safetensors files")
         else:
             raise WeightsError(f"source {src} does not exist; pass .safetensors files or a folder")
-    missing = [s for s in shards if not s.is_file()]
+    missing = [s for s in shards if not s.exists()]
     if missing:
         raise WeightsError(f"shard {missing[0]} listed in the index does not exist")
     return list(dict.fromkeys(shards))
@@ -116,6 +134,8 @@ def _global_period(layer_types: list, where: str) -> int:
 def config_from_hf(hf: dict, where: str) -> Gemma3nConfig:
     """Translate a Hugging Face Gemma 3n ``config.json`` (or its text_config) to a config."""
     t = hf.get("text_config", hf)
+    if not isinstance(t, dict):
+        raise ConfigError(f"{where}: text_config must be an object; pass --preset")
     try:
         ffn = t["intermediate_size"]
         if isinstance(ffn, list):
@@ -147,7 +167,7 @@ def config_from_hf(hf: dict, where: str) -> Gemma3nConfig:
             "max_seq": min(int(t.get("max_position_embeddings", MAX_SEQ_CAP)), MAX_SEQ_CAP),
             "global_period": period,
         }
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError, AttributeError) as exc:
         raise ConfigError(f"{where}: missing or bad Gemma 3n field {exc}; pass --preset") from None
     optional = {
         "rms_eps": "rms_norm_eps",
@@ -156,18 +176,21 @@ def config_from_hf(hf: dict, where: str) -> Gemma3nConfig:
         "final_softcap": "final_logit_softcapping",
         "sliding_window": "sliding_window",
     }
-    for ours, theirs in optional.items():
-        if t.get(theirs) is not None:
-            values[ours] = type(getattr(PRESETS["e4b"], ours))(t[theirs])
-    # transformers >= 5 moves the two RoPE bases into rope_parameters, keyed by layer type
-    rope = t.get("rope_parameters") or {}
-    for ours, layer_type in (
-        ("theta_local", "sliding_attention"),
-        ("theta_global", "full_attention"),
-    ):
-        theta = (rope.get(layer_type) or {}).get("rope_theta")
-        if theta is not None:
-            values[ours] = float(theta)
+    try:
+        for ours, theirs in optional.items():
+            if t.get(theirs) is not None:
+                values[ours] = type(getattr(PRESETS["e4b"], ours))(t[theirs])
+        # transformers >= 5 moves the two RoPE bases into rope_parameters, keyed by layer type
+        rope = t.get("rope_parameters") or {}
+        for ours, layer_type in (
+            ("theta_local", "sliding_attention"),
+            ("theta_global", "full_attention"),
+        ):
+            theta = (rope.get(layer_type) or {}).get("rope_theta")
+            if theta is not None:
+                values[ours] = float(theta)
+    except (TypeError, ValueError, OverflowError, AttributeError) as exc:
+        raise ConfigError(f"{where}: bad Gemma 3n field ({exc}); fix it or pass --preset") from None
     config = Gemma3nConfig(name="hf-import", **values)
     preset = _matching_preset(config)
     return preset if preset is not None else config
@@ -199,10 +222,11 @@ def resolve_import_config(
     path = _hf_config_near(shards, sources)
     if path is None:
         return config_from_shapes(tensors)
-    try:
-        hf = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: not valid JSON ({exc}); fix it or pass --preset") from None
+    from pccx_flow.weights.checkpoint import read_small_json
+
+    hf = read_small_json(path, "Hugging Face config")
+    if not isinstance(hf, dict):
+        raise ConfigError(f"{path}: must be a JSON object (a Hugging Face config.json)")
     return config_from_hf(hf, str(path))
 
 
@@ -278,17 +302,17 @@ def import_safetensors(
                 f"{config.name!r}; pass the matching --preset"
             )
     storages = {s.key: (s.storage if quantize else "float32") for s in present}
-    out = prepare_output_dir(out, force=force)
     total = sum(
         s.stored_bytes if storages[s.key] == "int4" else 4 * math.prod(s.shape) for s in present
     )
     show = progress and sys.stderr.isatty()
-    with tqdm(
-        total=total, unit="B", unit_scale=True, desc="import", file=sys.stderr, disable=not show
-    ) as bar:
-        for spec in present:
-            convert_tensor(out, spec, tensors[spec.key], storages[spec.key], bar)
-    source = {"hf_import": {"shards": [s.name for s in shards], "quantized": quantize}}
-    mode = "int4" if quantize else "float32"
-    write_manifest(out, config, mode, storages, present, extra=source)
-    return out
+    with staged_checkpoint(out, force=force, config=config) as tmp:
+        with tqdm(
+            total=total, unit="B", unit_scale=True, desc="import", file=sys.stderr, disable=not show
+        ) as bar:
+            for spec in present:
+                convert_tensor(tmp, spec, tensors[spec.key], storages[spec.key], bar)
+        source = {"hf_import": {"shards": [s.name for s in shards], "quantized": quantize}}
+        mode = "int4" if quantize else "float32"
+        write_manifest(tmp, config, mode, storages, present, extra=source)
+    return Path(out)

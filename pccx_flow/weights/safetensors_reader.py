@@ -11,6 +11,7 @@ half of a float32, so widening is a 16-bit shift.
 from __future__ import annotations
 
 import json
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,12 +83,41 @@ def to_float32(values: np.ndarray, dtype: str) -> np.ndarray:
     return np.asarray(values, dtype=np.float32).copy()
 
 
+def _entry(path: Path, name: str, entry: object) -> tuple[str, tuple[int, ...], int, int]:
+    """Check one header entry's types and ranges; returns (dtype, shape, begin, end)."""
+
+    def natural(v: object) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+    bad = TensorFormatError(
+        f"{path.name}: malformed header entry for {str(name)[:80]!r} (needs dtype, a shape of "
+        "non-negative integers and data_offsets [begin, end] with 0 <= begin <= end)"
+    )
+    if not isinstance(entry, dict):
+        raise bad
+    dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+    if not isinstance(dtype, str) or not isinstance(shape, list) or not isinstance(offsets, list):
+        raise bad
+    if len(shape) > 8 or not all(natural(d) for d in shape):
+        raise bad
+    if len(offsets) != 2 or not all(natural(x) for x in offsets) or offsets[0] > offsets[1]:
+        raise bad
+    return dtype, tuple(shape), offsets[0], offsets[1]
+
+
 def read_safetensors_header(path: Path) -> dict[str, SafeTensor]:
-    """Parse a safetensors file's header; every tensor is checked to lie inside the file."""
+    """Parse a safetensors file's header; every tensor must lie inside the file, no overlaps.
+
+    The file must be a regular file (opened without blocking, so a FIFO is refused, not
+    waited on); the JSON header is bounded in size and nesting; each entry's dtype, shape and
+    offsets are checked, and two tensors may not share bytes.
+    """
+    from pccx_flow.weights.npy import open_regular
+
     path = Path(path)
-    size = path.stat().st_size
     try:
-        with open(path, "rb") as f:
+        with open_regular(path, "safetensors shard") as f:
+            size = os.fstat(f.fileno()).st_size
             head = f.read(8)
             if len(head) < 8:
                 raise ValueError("file shorter than the 8-byte header length")
@@ -95,33 +125,40 @@ def read_safetensors_header(path: Path) -> dict[str, SafeTensor]:
             if n > min(size - 8, MAX_HEADER_BYTES):
                 raise ValueError(f"header length {n} does not fit the file")
             header = json.loads(f.read(n).decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
+    except FileNotFoundError:
+        raise TensorFormatError(f"shard {path} does not exist; check the path") from None
+    except (ValueError, UnicodeDecodeError, RecursionError, OSError) as exc:
+        text = " ".join(str(exc).split())[:160] or type(exc).__name__
         raise TensorFormatError(
-            f"{path.name} is not a safetensors file ({exc}); pass .safetensors shards"
+            f"{path.name} is not a safetensors file ({text}); pass .safetensors shards"
         ) from None
     if not isinstance(header, dict):
         raise TensorFormatError(f"{path.name}: safetensors header is not a JSON object")
     base = 8 + n
     out = {}
+    spans = []
     for name, entry in header.items():
         if name == "__metadata__":
             continue
-        try:
-            dtype = entry["dtype"]
-            shape = tuple(int(d) for d in entry["shape"])
-            begin, end = (int(x) for x in entry["data_offsets"])
-        except (KeyError, TypeError, ValueError):
-            raise TensorFormatError(f"{path.name}: malformed header entry for {name}") from None
+        dtype, shape, begin, end = _entry(path, name, entry)
         if dtype not in DTYPES:
             raise TensorFormatError(
-                f"{path.name}: tensor {name} has dtype {dtype}; only "
+                f"{path.name}: tensor {name} has dtype {dtype[:20]}; only "
                 f"{', '.join(DTYPES)} can be imported"
             )
         t = SafeTensor(path, name, dtype, shape, base + begin)
         if end - begin != t.nbytes or base + end > size:
             raise TensorFormatError(
                 f"{path.name}: tensor {name} needs bytes {base + begin}..{base + end} of a "
-                f"{size}-byte file; the file is truncated or damaged"
+                f"{size}-byte file (its shape needs {t.nbytes}); the file is truncated or damaged"
             )
         out[name] = t
+        if end > begin:
+            spans.append((begin, end, name))
+    spans.sort()
+    for (_, end_a, a), (begin_b, _, b) in zip(spans, spans[1:], strict=False):
+        if begin_b < end_a:
+            raise TensorFormatError(
+                f"{path.name}: tensors {a} and {b} overlap in the file; the file is damaged"
+            )
     return out

@@ -55,7 +55,7 @@ from pccx_flow.errors import InputError
 from pccx_flow.model.config import Gemma3nConfig
 from pccx_flow.model.tensors import TensorSpec, tensor_manifest
 from pccx_flow.weights.int4 import pack_int4
-from pccx_flow.weights.writer import TensorFileWriter, prepare_output_dir, write_manifest
+from pccx_flow.weights.writer import TensorFileWriter, staged_checkpoint, write_manifest
 
 CHUNK_ELEMENTS = 1 << 22  # values per row chunk: ~4 M (16 MB float32, 2 MB packed INT4)
 INT4_LEVEL = 7  # q uniform in -7..7
@@ -169,7 +169,9 @@ def write_synthetic_checkpoint(
     """Write a random checkpoint of `config` to `out`; returns the directory.
 
     Memory stays at one chunk (a few tens of MB) whatever the model size. A non-empty `out`
-    is refused unless `force`; the manifest is written last.
+    is refused unless `force`. The checkpoint is written into a sibling temp folder and
+    swapped in when complete (`writer.staged_checkpoint`): an old checkpoint at `out` stays
+    intact until then, whatever happens.
     """
     try:
         seed = operator.index(seed)
@@ -177,20 +179,21 @@ def write_synthetic_checkpoint(
         seed = -1
     if seed < 0:
         raise InputError("the seed must be a non-negative integer, e.g. --seed 0")
-    out = prepare_output_dir(out, force=force)
+    out = Path(out)
     specs = tensor_manifest(config)
     total = sum(t.stored_bytes for t in specs)
     show = progress and sys.stderr.isatty()
-    with tqdm(
-        total=total,
-        unit="B",
-        unit_scale=True,
-        desc=f"synth {config.name}",
-        file=sys.stderr,
-        disable=not show,
-    ) as bar:
-        for spec in specs:
-            write_tensor(out, config, spec, seed, bar)
-    storages = {t.key: t.storage for t in specs}
-    write_manifest(out, config, "int4", storages, specs, extra={"synthetic": {"seed": seed}})
+    with staged_checkpoint(out, force=force, config=config) as tmp:
+        with tqdm(
+            total=total,
+            unit="B",
+            unit_scale=True,
+            desc=f"synth {config.name}",
+            file=sys.stderr,
+            disable=not show,
+        ) as bar:
+            for spec in specs:
+                write_tensor(tmp, config, spec, seed, bar)
+        storages = {t.key: t.storage for t in specs}
+        write_manifest(tmp, config, "int4", storages, specs, extra={"synthetic": {"seed": seed}})
     return out

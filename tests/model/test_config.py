@@ -61,3 +61,37 @@ def test_unknown_preset_and_bad_layer_and_position():
     with pytest.raises(InputError, match="position 64 out of range"):
         check_position(get_config("tiny"), 64)
     check_position(get_config("tiny"), 63)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("n_layers", 1_000_000_000, "n_layers = 1000000000 is outside its plausible range"),
+        ("final_softcap", 0.0, "final_softcap = 0.0 is outside"),
+        ("hidden", 0, "hidden = 0 is outside"),
+        ("head_dim", 0, "head_dim = 0 is outside"),
+        ("n_kv_heads", 0, "n_kv_heads = 0 is outside"),
+        ("global_period", 0, "global_period = 0 is outside"),
+        ("rms_eps", float("nan"), "rms_eps = nan is outside"),
+        ("theta_local", float("inf"), "theta_local = inf is outside"),
+        ("max_seq", 1.5, "max_seq must be an integer"),
+        ("vocab", True, "vocab must be an integer"),
+        ("n_sparse_layers", 11, "n_sparse_layers must be <= n_layers"),
+    ],
+)
+def test_every_field_has_a_plausible_range(field, value, message):
+    from dataclasses import replace
+
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        replace(get_config("tiny"), **{field: value})
+
+
+def test_every_field_has_a_documented_range_and_the_presets_are_inside():
+    from dataclasses import fields
+
+    from pccx_flow.model.config import FIELD_RANGES, PRESETS, Gemma3nConfig
+
+    assert set(FIELD_RANGES) == {f.name for f in fields(Gemma3nConfig)} - {"name"}
+    for preset in PRESETS.values():
+        for name, (lo, hi) in FIELD_RANGES.items():
+            assert lo <= getattr(preset, name) <= hi, (preset.name, name)

@@ -316,3 +316,22 @@ def test_row_chunking_does_not_change_the_result(tmp_path, shards, tiny_config, 
     chunked = import_safetensors(shards, tmp_path / "chunked", config=tiny_config, progress=False)
     for p in sorted(whole.glob("*.npy")):
         assert p.read_bytes() == (chunked / p.name).read_bytes(), p.name
+
+
+def test_nan_tensor_leaves_the_old_checkpoint_intact(tmp_path, hf_weights, tiny_config):
+    old = import_safetensors(
+        write_shards(tmp_path / "good", hf_weights), tmp_path / "ck", progress=False
+    )
+    before = {p.name: p.read_bytes() for p in old.iterdir()}
+    key = "layers.8.mlp.down_proj.weight"  # BF16 shard, written late
+    poisoned = dict(hf_weights)
+    x = poisoned[key][0].copy()
+    x[3, 5] = np.nan
+    poisoned[key] = (x, poisoned[key][1])
+    with pytest.raises(TensorFormatError, match="NaN.*unchanged"):
+        import_safetensors(
+            write_shards(tmp_path / "bad", poisoned), old, progress=False, force=True
+        )
+    assert {p.name: p.read_bytes() for p in old.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad", "ck", "good"]
+    assert verify_checkpoint(old) == []
