@@ -59,3 +59,7 @@ class RenderError(PccxFlowError):
 
 class TraceError(PccxFlowError):
     """A trace file (.pccx or Chrome trace JSON) that cannot be read as a timeline."""
+
+
+class BoardError(PccxFlowError):
+    """A board (or fake board) that cannot be opened, does not answer, or reports a fault."""
