@@ -30,7 +30,9 @@ def test_empty_weights_is_named(capsys):
     rc = main(["run", "--weights", "", "--no-progress"])
     err = capsys.readouterr().err
     assert rc == 2
-    assert err == ("pccx-flow: error: --weights '' is not a directory; give a checkpoint folder\n")
+    assert err == (
+        "pccx-flow: error: --weights is empty; give a checkpoint folder, e.g. --weights ckpt/tiny\n"
+    )
 
 
 def test_a_truncated_last_layer_tensor_is_named_before_any_step(
