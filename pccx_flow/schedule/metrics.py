@@ -485,21 +485,36 @@ def memory_metrics(schedule: Schedule, problem: SchedulingProblem) -> dict[str, 
     return out
 
 
-def schedule_metrics(schedule: Schedule, problem: SchedulingProblem, profile: Any = None) -> dict:
-    """Every metric of the module docstring as plain, JSON-compatible data."""
-    span = schedule.makespan
+def step_bounds(problem: SchedulingProblem, profile: Any = None) -> dict[str, Any]:
+    """Every lower bound of a problem, the largest, and the largest of `pccx_flow.bounds`.
+
+    One function for `schedule`'s summary and `check`, so both name the same binding bound.
+    """
     bounds = graph_bounds(problem, profile)
-    bound_source = "pccx_flow.bounds"
+    source = "pccx_flow.bounds"
     if bounds is None:
-        bounds, bound_source = problem_bounds(problem), "problem"
-    reference_name = max(bounds, key=lambda k: bounds[k])
-    reference = bounds[reference_name]
+        bounds, source = problem_bounds(problem), "problem"
+    reference = max(bounds, key=lambda k: bounds[k])
     bounds = {
         **bounds,
         **pool_chain_bounds(problem, hops=POOL_CHAIN_HOPS),
         **residency_bounds(problem),
     }
-    largest_name = max(bounds, key=lambda k: bounds[k])
+    return {
+        "bounds_cycles": bounds,
+        "bounds_source": source,
+        "largest_bound": max(bounds, key=lambda k: bounds[k]),
+        "reference_bound": reference,
+    }
+
+
+def schedule_metrics(schedule: Schedule, problem: SchedulingProblem, profile: Any = None) -> dict:
+    """Every metric of the module docstring as plain, JSON-compatible data."""
+    span = schedule.makespan
+    sb = step_bounds(problem, profile)
+    bounds, bound_source = sb["bounds_cycles"], sb["bounds_source"]
+    reference_name, largest_name = sb["reference_bound"], sb["largest_bound"]
+    reference = bounds[reference_name]
     largest = bounds[largest_name]
     cp_min = min_cost_critical_path(problem)
     out: dict[str, Any] = {

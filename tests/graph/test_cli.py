@@ -21,7 +21,7 @@ def test_check_tiny_prints_ok_counts_and_labelled_bounds(capsys):
     assert out.startswith("ok: built graph, preset tiny, semantics pccx, position 3")
     for op in ("GEMV", "CVO", "HOST", "MEMCPY", "MEMSET", "total"):
         assert f"\n{op}" in out
-    assert "model estimate, profile v002-spec" in out and "tok/s" in out
+    assert out.count("model estimate") == 1 and "on v002-spec" in out and "tok/s" in out
     lines = out.splitlines()
     assert lines[1] == "invariants verified on this graph:"
     assert "  ok  LAuReL ∥ attention  no path between them in any of 10 layers (0-9)" in lines
@@ -31,7 +31,18 @@ def test_check_e4b_default(capsys):
     code, out, _ = run(capsys, "check", "--semantics", "gemma3n", "--profile", "v002-as-built")
     assert code == 0
     assert "preset e4b, semantics gemma3n, position 1023, layers 0..34" in out
-    assert "profile v002-as-built" in out
+    assert "lower bounds of one decode step on v002-as-built" in out
+
+
+def test_check_names_the_same_binding_bound_as_schedule(capsys):
+    step = ["--preset", "tiny", "--position", "3"]
+    code, out, _ = run(capsys, "check", *step)
+    assert code == 0
+    (check_line,) = [line for line in out.splitlines() if "<- largest (binding)" in line]
+    code, out, _ = run(capsys, "schedule", *step, "--no-progress")
+    (schedule_line,) = [line for line in out.splitlines() if "<- largest" in line]
+    assert check_line.split()[0] == schedule_line.split()[0]  # same bound name
+    assert check_line.split()[1] == schedule_line.split()[1]  # same cycles
 
 
 def test_check_a_cut_graph_and_an_exported_file(capsys, tmp_path):
