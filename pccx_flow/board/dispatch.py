@@ -105,7 +105,7 @@ def plan(program: DispatchProgram, max_batch: int) -> list[Batch | dict]:
                 f"batch {index}: word {end - 1} ({program.nodes[end - 1]}) is not the kick"
                 " marker that must end a batch; re-emit the program"
             )
-        words = tuple(program.words[start:end - 1])
+        words = tuple(program.words[start : end - 1])
         for k, w in enumerate(words):
             if w == regmap.KICK_WORD:
                 raise BoardError(f"batch {index}: kick marker at word {start + k} inside the batch")
@@ -121,9 +121,15 @@ def plan(program: DispatchProgram, max_batch: int) -> list[Batch | dict]:
     return out
 
 
-def dispatch(program: DispatchProgram, npu: Npu, *, run_host_step: HostStep | None = None,
-             descriptors: Descriptors | None = None, timeout: float | None = None,
-             progress: Callable[[int, int], None] | None = None) -> DispatchReport:
+def dispatch(
+    program: DispatchProgram,
+    npu: Npu,
+    *,
+    run_host_step: HostStep | None = None,
+    descriptors: Descriptors | None = None,
+    timeout: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> DispatchReport:
     """Run `program` on `npu` batch by batch (see the module docstring).
 
     `run_host_step` runs each host step (it gets the step's dict); `descriptors` gives the
@@ -140,8 +146,9 @@ def dispatch(program: DispatchProgram, npu: Npu, *, run_host_step: HostStep | No
     _guard(npu, None, program, lambda: _start_clean(npu))
     for step in steps:
         if isinstance(step, Batch):
-            _guard(npu, step, program,
-                   lambda b=step: _run_batch(npu, b, descriptors, timeout, report))
+            _guard(
+                npu, step, program, lambda b=step: _run_batch(npu, b, descriptors, timeout, report)
+            )
             report.batches += 1
             report.words += len(step.words)
             if progress is not None:
@@ -164,8 +171,13 @@ def _start_clean(npu: Npu) -> None:
         raise BoardError(f"device not clean before the first batch: {'; '.join(left)}")
 
 
-def _run_batch(npu: Npu, batch: Batch, descriptors: Descriptors | None,
-               timeout: float | None, report: DispatchReport) -> None:
+def _run_batch(
+    npu: Npu,
+    batch: Batch,
+    descriptors: Descriptors | None,
+    timeout: float | None,
+    report: DispatchReport,
+) -> None:
     npu.wait_idle(timeout)
     pushed = descriptors(batch) if descriptors is not None else []
     for d in pushed:
@@ -207,8 +219,9 @@ class _AtWord(BoardError):
         self.word_index = word_index
 
 
-def _guard(npu: Npu, batch: Batch | None, program: DispatchProgram,
-           action: Callable[[], None]) -> None:
+def _guard(
+    npu: Npu, batch: Batch | None, program: DispatchProgram, action: Callable[[], None]
+) -> None:
     """Run `action`; turn any board failure into one line naming where, after a reset."""
     try:
         action()

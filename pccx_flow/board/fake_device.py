@@ -95,8 +95,15 @@ class FakeDevice:
     ['0x3000000000000000']
     """
 
-    def __init__(self, folder: Path, registers: BoardRegisters, on_batch: OnBatch | None = None,
-                 *, name: str = "fabric-fake-npu", answer_timeout: float = 5.0):
+    def __init__(
+        self,
+        folder: Path,
+        registers: BoardRegisters,
+        on_batch: OnBatch | None = None,
+        *,
+        name: str = "fabric-fake-npu",
+        answer_timeout: float = 5.0,
+    ):
         self.regs = registers
         self.on_batch = on_batch
         folder = Path(folder)
@@ -132,8 +139,9 @@ class FakeDevice:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._fd = os.open(self.device_path, os.O_RDWR)
-        self._mm = mmap.mmap(self._fd, registers.window_bytes, mmap.MAP_SHARED,
-                             mmap.PROT_READ | mmap.PROT_WRITE)
+        self._mm = mmap.mmap(
+            self._fd, registers.window_bytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
+        )
         self._status(regmap_status=0)
         for p in self.pages:
             self._refresh_page(p)
@@ -161,8 +169,13 @@ class FakeDevice:
 
     def open(self, by_name: bool = False) -> Npu:
         """The host's `Npu` on this device (found through the fake sysfs tree if `by_name`)."""
-        return open_npu(self.regs, None if by_name else self.device_path,
-                        sysfs_root=self.sysfs_root, dev_root=self.dev_root, bus=self.bus)
+        return open_npu(
+            self.regs,
+            None if by_name else self.device_path,
+            sysfs_root=self.sysfs_root,
+            dev_root=self.dev_root,
+            bus=self.bus,
+        )
 
     # --- fault injection (batch numbers count kicks from 0) ---
 
@@ -206,8 +219,11 @@ class FakeDevice:
         flags |= regmap.FLAG_CMD_FULL if len(page.commands) >= regmap.FIFO_DEPTH else 0
         flags |= regmap.FLAG_STS_EMPTY if not page.statuses else 0
         flags |= regmap.FLAG_STS_FULL if len(page.statuses) >= regmap.FIFO_DEPTH else 0
-        for reg, value in (("FLAGS", flags), ("CMD_LVL", len(page.commands)),
-                           ("STS_LVL", len(page.statuses))):
+        for reg, value in (
+            ("FLAGS", flags),
+            ("CMD_LVL", len(page.commands)),
+            ("STS_LVL", len(page.statuses)),
+        ):
             struct.pack_into("<I", self._mm, self.regs.page_register(name, reg), value)
 
     def _access(self, kind: str, offset: int, size: int) -> Callable[[], None] | None:
@@ -332,11 +348,12 @@ def program_model(program, run_word: Callable[[int, int], None]) -> OnBatch:
         if k >= len(spans):
             raise BoardError(f"batch {k} received, the program has {len(spans)}")
         start, end = spans[k]
-        want = list(program.words[start:end - 1])
+        want = list(program.words[start : end - 1])
         if words != want:
             pairs = zip(words, want, strict=False)
-            first = next((j for j, (a, b) in enumerate(pairs) if a != b),
-                         min(len(words), len(want)))
+            first = next(
+                (j for j, (a, b) in enumerate(pairs) if a != b), min(len(words), len(want))
+            )
             raise BoardError(
                 f"batch {k}: word {start + first} differs from the program's"
                 f" ({len(words)} words received, {len(want)} expected)"

@@ -207,8 +207,9 @@ def command_from_registers(lo: int, hi: int, ext: int) -> int:
     return (lo & 0xFFFF_FFFF) | (hi & 0xFFFF_FFFF) << 32 | (ext & 0xFF) << 64
 
 
-def encode_status(*, tag: int, okay: bool = True, slverr: bool = False,
-                  decerr: bool = False, interr: bool = False) -> int:
+def encode_status(
+    *, tag: int, okay: bool = True, slverr: bool = False, decerr: bool = False, interr: bool = False
+) -> int:
     """The 8-bit status word (PG022 layout)."""
     return (
         _STS["okay"].put(int(okay))

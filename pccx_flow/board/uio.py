@@ -189,8 +189,9 @@ class Npu:
         """The low 32 bits of the status word (BUSY, DONE, ERROR)."""
         return self.window.read32(self.regs.status)
 
-    def wait_status(self, ready: Callable[[int], bool], what: str,
-                    timeout: float | None = None) -> int:
+    def wait_status(
+        self, ready: Callable[[int], bool], what: str, timeout: float | None = None
+    ) -> int:
         """Poll status until ``ready(status)``; `BoardTimeout` or `DeviceGone` otherwise."""
         limit = self.regs.poll_timeout_seconds if timeout is None else timeout
         deadline = time.monotonic() + limit
@@ -215,8 +216,7 @@ class Npu:
 
     def wait_idle(self, timeout: float | None = None) -> int:
         """Wait for BUSY clear."""
-        return self.wait_status(lambda s: not s & self.regs.busy_mask, "idle (BUSY clear)",
-                                timeout)
+        return self.wait_status(lambda s: not s & self.regs.busy_mask, "idle (BUSY clear)", timeout)
 
     # --- DataMover pages ---
 
@@ -282,9 +282,14 @@ class Npu:
         return left
 
 
-def open_npu(registers: BoardRegisters, device: Path | None = None, *,
-             sysfs_root: Path = SYSFS_UIO, dev_root: Path = DEV_ROOT,
-             bus: Bus | None = None) -> Npu:
+def open_npu(
+    registers: BoardRegisters,
+    device: Path | None = None,
+    *,
+    sysfs_root: Path = SYSFS_UIO,
+    dev_root: Path = DEV_ROOT,
+    bus: Bus | None = None,
+) -> Npu:
     """Map the NPU window of `device` (found by UIO name under `sysfs_root` when None)."""
     path = Path(device) if device is not None else find_uio(UIO_NAME, sysfs_root, dev_root)
     size = uio_map_size(path, sysfs_root)

@@ -100,6 +100,14 @@ def register(subparsers) -> None:
     )
     p.add_argument("--seed", type=seed, default=0, help="sampling seed (>= 0)")
     p.add_argument("--scheduler", metavar="ADDR", help="run on a distributed scheduler")
+    p.add_argument(
+        "--connect-timeout",
+        type=float_in(0.1, 3600.0),
+        default=2.0,
+        metavar="S",
+        help="with --scheduler: give up on an address that refuses or does not answer after "
+        "S seconds (default 2; a scheduler that answers gets 15 s for its first worker)",
+    )
     p.add_argument("--check", action="store_true", help="compare every step to the reference")
     p.add_argument(
         "--tolerance",
@@ -251,7 +259,7 @@ def _dashboard_client(args):
     if args.scheduler:
         from pccx_flow.execute.executor import connect
 
-        with connect(None, args.scheduler) as client:
+        with connect(None, args.scheduler, args.connect_timeout) as client:
             if page_available(client):
                 print(f"pccx lanes page: {page_url(client)}", flush=True)
                 yield client, PlanAnnouncer(client)

@@ -117,16 +117,22 @@ def _finish(state: DecodeState, calls, results: dict[str, tuple], commit: bool) 
     return StepOutputs(logits=logits, kv_rows=kv_rows, node_outputs=results)
 
 
-def _client_for(client: Any, scheduler: Any):
+# A refused or silent address fails within this many seconds; a scheduler that answers
+# gets `WORKERS_WAIT_S` for its first worker to join.
+CONNECT_TIMEOUT_S = 2.0
+WORKERS_WAIT_S = 15.0
+
+
+def _client_for(client: Any, scheduler: Any, connect_timeout: float = CONNECT_TIMEOUT_S):
     """A distributed client from `client` or an address in `scheduler`, or None."""
     if client is not None:
         return client, False
     if isinstance(scheduler, str) and "://" in scheduler:
-        return connect_scheduler(scheduler), True
+        return connect_scheduler(scheduler, connect_timeout), True
     return None, False
 
 
-def connect_scheduler(address: str, limit_s: float = 15.0):
+def connect_scheduler(address: str, limit_s: float = CONNECT_TIMEOUT_S):
     """Connect to the Dask scheduler at `address`, or fail with one line within `limit_s`.
 
     `Client(timeout=...)` bounds the TCP connect but not the handshake: a peer that accepts
@@ -177,11 +183,12 @@ def connect_scheduler(address: str, limit_s: float = 15.0):
             f"cannot connect a client to the Dask scheduler at {address} ({type(exc).__name__})"
         ) from None
     try:  # a scheduler without workers would accept the step and never run it
-        client.wait_for_workers(1, timeout=limit_s)
+        client.wait_for_workers(1, timeout=max(limit_s, WORKERS_WAIT_S))
     except TimeoutError:
         client.close()
         raise InputError(
-            f"the Dask scheduler at {address} has no workers after {limit_s:g} s; "
+            f"the Dask scheduler at {address} has no workers after "
+            f"{max(limit_s, WORKERS_WAIT_S):g} s; "
             f"start one with `dask worker {address}`"
         ) from None
     return client
@@ -196,10 +203,10 @@ def _annotations(step: DaskStep) -> dict:
 
 
 @contextlib.contextmanager
-def connect(client: Any = None, scheduler: Any = None):
+def connect(client: Any = None, scheduler: Any = None, connect_timeout: float = CONNECT_TIMEOUT_S):
     """The distributed client to run on (given, or connected to the address in `scheduler`
     and closed on exit), or None for the local schedulers."""
-    dist, owned = _client_for(client, scheduler)
+    dist, owned = _client_for(client, scheduler, connect_timeout)
     try:
         yield dist
     finally:

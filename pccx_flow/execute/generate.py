@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from pccx_flow.errors import InputError
-from pccx_flow.execute.executor import connect, execute
+from pccx_flow.execute.executor import CONNECT_TIMEOUT_S, connect, execute
 from pccx_flow.execute.runtime import WeightsRef
 from pccx_flow.execute.state import check_token_id, new_decode_state
 from pccx_flow.model.config import check_semantics
@@ -128,6 +128,7 @@ def generate(
     graph_for_position: Callable[[int], tuple] | None = None,
     on_step: Callable[..., None] | None = None,
     on_plan: Callable[..., None] | None = None,
+    connect_timeout: float = CONNECT_TIMEOUT_S,
 ) -> ExecutedGeneration:
     """Generate `steps` tokens after `prompt_ids` by executing one decode graph per position.
 
@@ -155,7 +156,7 @@ def generate(
     result = ExecutedGeneration()
     bar = _progress_bar(n_positions, progress)
     # One connection for the whole run when `scheduler` is an address.
-    with connect(client, scheduler) as dist:
+    with connect(client, scheduler, connect_timeout) as dist:
         try:
             for position in range(n_positions):
                 t0 = time.perf_counter()

@@ -76,8 +76,9 @@ def tiny_program() -> Prog:
 @pytest.fixture
 def board(tmp_path):
     events: list[tuple] = []
-    dev = FakeDevice(tmp_path, REGS, lambda ws: events.append(("npu", ws)),
-                     answer_timeout=5.0).start()
+    dev = FakeDevice(
+        tmp_path, REGS, lambda ws: events.append(("npu", ws)), answer_timeout=5.0
+    ).start()
     npu = dev.open(by_name=True)
     yield dev, npu, events
     npu.window.close()
@@ -97,14 +98,18 @@ def test_raw_words_match_their_layout():
 def test_dispatch_delivers_every_batch_in_order(board):
     dev, npu, events = board
     prog = tiny_program()
-    report = dispatch(prog, npu, run_host_step=lambda s: events.append(("host", s["node"])),
-                      timeout=5.0)
+    report = dispatch(
+        prog, npu, run_host_step=lambda s: events.append(("host", s["node"])), timeout=5.0
+    )
     expected = _batches(prog)
     assert [len(b) for b in expected] == [2, 8, 1]
     assert dev.batches == expected
     assert events == [
-        ("npu", expected[0]), ("host", "L0.rms.square"), ("npu", expected[1]),
-        ("npu", expected[2]), ("host", "L0.residual_add"),
+        ("npu", expected[0]),
+        ("host", "L0.rms.square"),
+        ("npu", expected[1]),
+        ("npu", expected[2]),
+        ("host", "L0.residual_add"),
     ]
     assert (report.batches, report.words, report.host_steps, report.fences) == (3, 11, 2, 1)
     assert report.polls >= 3 and dev.faults == []
@@ -249,5 +254,7 @@ def test_program_model_refuses_a_word_the_program_does_not_have(tmp_path):
         with pytest.raises(BoardError, match="the NPU set its ERROR bit"):
             dispatch(other, npu, run_host_step=lambda s: None, timeout=5.0)
         npu.window.close()
-    assert dev.faults == ["batch 0: on_batch raised BoardError: batch 0: word 1 differs from"
-                          " the program's (2 words received, 2 expected)"]
+    assert dev.faults == [
+        "batch 0: on_batch raised BoardError: batch 0: word 1 differs from"
+        " the program's (2 words received, 2 expected)"
+    ]

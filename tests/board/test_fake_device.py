@@ -136,9 +136,7 @@ def test_model_failure_is_the_error_bit(tmp_path):
 
 def test_probe_reads_idle_then_sticky(device):
     dev, npu, _ = device
-    assert npu.probe()[1:] == [
-        f"{p:8s} FLAGS=0x05 idle (sticky errors 0x0)" for p in REGS.pages
-    ]
+    assert npu.probe()[1:] == [f"{p:8s} FLAGS=0x05 idle (sticky errors 0x0)" for p in REGS.pages]
     dev.dma_error("hp0", at_batch=0, bits=0b1000)
     npu.push_command("hp0", regmap.encode_command(addr=0x1000, length_bytes=16))
     npu.kick()

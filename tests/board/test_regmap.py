@@ -102,8 +102,14 @@ def test_flags_bits():
 def test_page_registers():
     # sw/runtime/npu/dma.py CMD_LO=0x000 ... ERR_W1C=0x020
     assert regmap.PAGE_REGISTERS == {
-        "CMD_LO": 0x000, "CMD_HI": 0x004, "CMD_EXT": 0x008, "CMD_PUSH": 0x00C,
-        "STS_POP": 0x010, "FLAGS": 0x014, "CMD_LVL": 0x018, "STS_LVL": 0x01C,
+        "CMD_LO": 0x000,
+        "CMD_HI": 0x004,
+        "CMD_EXT": 0x008,
+        "CMD_PUSH": 0x00C,
+        "STS_POP": 0x010,
+        "FLAGS": 0x014,
+        "CMD_LVL": 0x018,
+        "STS_LVL": 0x01C,
         "ERR_W1C": 0x020,
     }
 
@@ -113,8 +119,12 @@ def test_board_registers_from_profiles(name):
     regs = board_registers(load_profile(name))
     # sw/runtime/npu/address_map.py: CMDSTS_HP0..ACP_RESULT at NPU base + 0x1000 .. 0x6000
     assert regs.pages == {
-        "hp0": 0x1000, "hp1": 0x2000, "hp2": 0x3000,
-        "hp3": 0x4000, "acp_in": 0x5000, "acp_out": 0x6000,
+        "hp0": 0x1000,
+        "hp1": 0x2000,
+        "hp2": 0x3000,
+        "hp3": 0x4000,
+        "acp_in": 0x5000,
+        "acp_out": 0x6000,
     }
     # sw/runtime/uio.py ADDR_INST = 0x000, ADDR_KICK = 0x008; npu_driver.h REG_STATUS 0x010
     assert (regs.instruction, regs.kick, regs.status) == (0x000, 0x008, 0x010)

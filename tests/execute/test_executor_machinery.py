@@ -261,12 +261,23 @@ def test_distributed_runs_with_annotations_and_unique_keys(cfg, local_client):
     assert state.position == 2
 
 
-def test_bad_scheduler_address_is_an_input_error(cfg):
+def test_refused_and_silent_scheduler_addresses_are_input_errors(cfg):
+    import socket
+
     state = new_decode_state(cfg, "pccx")
     with pytest.raises(InputError, match="cannot reach a Dask scheduler"):
         execute_step(
             handmade_graph(cfg, 0), None, state, kernels="handmade", scheduler="tcp://127.0.0.1:1"
         )
+    with socket.socket() as silent:  # accepts connections and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(1)
+        port = silent.getsockname()[1]
+        with pytest.raises(InputError, match="no answer|TimeoutError"):
+            execute_step(
+                handmade_graph(cfg, 0), None, state, kernels="handmade",
+                scheduler=f"tcp://127.0.0.1:{port}",
+            )  # fmt: skip
     with pytest.raises(InputError, match="unknown scheduler"):
         execute_step(handmade_graph(cfg, 0), None, state, kernels="handmade", scheduler="gpu")
 

@@ -235,4 +235,3 @@ def test_a_schedule_of_zero_length_still_draws(tmp_path):
     assert [b["node"] for b in gantt_data(schedule, g).bars] == [node]
     write_gantt(schedule, g, tmp_path / "g.svg")
     assert "makespan 0 cycles" in write_gantt(schedule, g, tmp_path / "g.html").read_text()
-
