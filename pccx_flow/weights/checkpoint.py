@@ -88,8 +88,10 @@ def check_config_fields(data: object, where: str) -> dict:
     types = {f.name: f.type for f in fields(Gemma3nConfig)}
     unknown = sorted(set(data) - set(types))
     if unknown:
+        shown = ", ".join(u if u.isidentifier() else repr(u)[:40] for u in unknown)
         raise ConfigError(
-            f"{where}: unknown config fields {', '.join(unknown)}; known: {', '.join(types)}"
+            f"{where}: unknown config fields {shown}; "
+            f"known: {', '.join(types)}"
         )
     for k, v in data.items():
         want = str(types[k])
