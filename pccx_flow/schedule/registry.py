@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from importlib.metadata import entry_points
@@ -102,6 +104,17 @@ def _known_names() -> str:
     )
 
 
+def _import_from_the_current_folder() -> None:
+    """Let ``mypkg.sched:MyPolicy`` find ``./mypkg`` as ``python -m`` would.
+
+    The console script's ``sys.path`` starts with its own folder, not the current one, so a
+    policy package beside the user was not importable without ``PYTHONPATH=.``.
+    """
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.append(cwd)
+
+
 def load_policy_class(spec: str) -> Any:
     """The policy class (or factory) that `spec` names; `PolicyError` if there is none."""
     if spec in BUILTIN_POLICIES:
@@ -117,6 +130,7 @@ def load_policy_class(spec: str) -> Any:
             ) from exc
     if ":" in spec:
         module_name, _, attr = spec.partition(":")
+        _import_from_the_current_folder()
         try:
             module = importlib.import_module(module_name)
         except Exception as exc:

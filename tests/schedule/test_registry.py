@@ -233,3 +233,24 @@ def test_options_go_to_the_constructor(heft_problem):
     assert a.slots == run_policy(heft_problem, policy="random", seed=3).slots
     with pytest.raises(PolicyError, match="policy 'heft' takes no option 'depth'; it takes: seed"):
         run_policy(heft_problem, policy="heft", depth=2)
+
+
+def test_module_class_policies_resolve_from_the_current_folder(tmp_path, monkeypatch, capsys):
+    """`--policy mypkg.sched:MyPolicy` finds ./mypkg as `python -m` would, no PYTHONPATH."""
+    import sys
+
+    from pccx_flow.cli.main import main
+
+    pkg = tmp_path / "mypkg_here"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sched.py").write_text(
+        "from pccx_flow.schedule.policies.program_order import ProgramOrder\n"
+        "class MyPolicy(ProgramOrder):\n"
+        "    name = 'mine'\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    code = main(["schedule", "--preset", "tiny", "--policy", "mypkg_here.sched:MyPolicy"])
+    out = capsys.readouterr().out
+    assert code == 0 and "policy mypkg_here.sched:MyPolicy" in out
