@@ -75,7 +75,7 @@ def graph_config(graph: nx.DiGraph, config: Gemma3nConfig | None = None) -> Gemm
         ) from None
 
 
-def _ranges(layers: list[int]) -> str:
+def layer_ranges(layers: list[int]) -> str:
     """[0, 1, 2, 5] -> "0-2, 5"; an empty list -> "none"."""
     runs: list[list[int]] = []
     for x in sorted(layers):
@@ -116,18 +116,18 @@ def check_graph(graph: nx.DiGraph, config: Gemma3nConfig | None = None) -> list[
     glob = [i for i in layers if rope_theta(cfg, i) == cfg.theta_global]
     sparse = [i for i in layers if is_sparse_layer(cfg, i)]
     n, e = graph.number_of_nodes(), graph.number_of_edges()
-    kv = [f"layers {_ranges(own)} write their own K and V rows"] if own else []
+    kv = [f"layers {layer_ranges(own)} write their own K and V rows"] if own else []
     if shared:
         src = {kv_source_layer(cfg, i): "global" if i in glob else "local" for i in shared}
         reads = ", ".join(f"{j} ({kind})" for j, kind in sorted(src.items()))
-        kv.append(f"layers {_ranges(shared)} project no K/V and read the slots of {reads}")
+        kv.append(f"layers {layer_ranges(shared)} project no K/V and read the slots of {reads}")
     gate = (
-        f"a Gaussian top-k cutoff on layers {_ranges(sparse)}, on none of the other "
+        f"a Gaussian top-k cutoff on layers {layer_ranges(sparse)}, on none of the other "
         f"{len(layers) - len(sparse)}"
         if sparse
         else f"no sparse layer here, and no cutoff node in any of the {len(layers)} layers"
     )
-    theta = [f"{_power(cfg.theta_global)} on layers {_ranges(glob)}"] if glob else []
+    theta = [f"{_power(cfg.theta_global)} on layers {layer_ranges(glob)}"] if glob else []
     rest = f"the other {len(layers) - len(glob)}" if glob else f"all {len(layers)} layers"
     theta.append(f"{_power(cfg.theta_local)} on {rest}")
     return [
@@ -141,7 +141,7 @@ def check_graph(graph: nx.DiGraph, config: Gemma3nConfig | None = None) -> list[
         (
             "LAuReL ∥ attention",
             f"no path between them in any of {len(laurel_layers)} layers "
-            f"({_ranges(laurel_layers)})",
+            f"({layer_ranges(laurel_layers)})",
         ),
         (
             "PLE → shadow rows",

@@ -30,15 +30,9 @@ def _pct(x: float | None) -> str:
 
 def _layers(layers: list) -> str:
     """Layer numbers as compact ranges: [0, 1, 2, 5] -> "0-2, 5"."""
-    if not layers:
-        return "none"
-    runs: list[list[int]] = []
-    for x in sorted(layers):
-        if runs and x == runs[-1][1] + 1:
-            runs[-1][1] = x
-        else:
-            runs.append([x, x])
-    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+    from pccx_flow.graph.check import layer_ranges
+
+    return layer_ranges(layers)
 
 
 def format_summary(metrics: dict, context: dict | None = None, *, top_lanes: int = 5) -> str:

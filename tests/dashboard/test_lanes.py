@@ -59,7 +59,12 @@ def test_scheduler_without_the_page_is_one_line_and_the_run_goes_on(capsys):
         dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0",
     )  # fmt: skip
     try:
-        args = SimpleNamespace(scheduler=cluster.scheduler_address, dashboard=False, report=None)
+        args = SimpleNamespace(
+            scheduler=cluster.scheduler_address,
+            dashboard=False,
+            report=None,
+            connect_timeout=2.0,
+        )
         with _dashboard_client(args) as (client, announce):
             assert client is not None and announce is None
         err = capsys.readouterr().err.strip().splitlines()
