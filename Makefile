@@ -23,7 +23,7 @@ browser-deps:
 	@command -v chromedriver >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1 || { \
 	  echo "installing Debian's chromium and chromium-driver (browser test)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium chromium-driver \
+	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver \
 	    >/dev/null || echo "could not install chromium; the browser test will skip"; }
 
 $(BIN)/python:
