@@ -25,14 +25,13 @@ may also write a bare number (its tag is then ``user``), and may start from a bu
 from __future__ import annotations
 
 import math
-import os
-import stat
 import tomllib
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from pccx_flow import files
 from pccx_flow.errors import ProfileError
 from pccx_flow.graph.nodes import CVO_FUNCS, LANE_CLASSES
 
@@ -352,16 +351,13 @@ def _read_small_text(path: Path) -> str:
     The file is opened non-blocking so a FIFO cannot hang the open, and checked on the
     open descriptor (no race with a swap after the check); at most MAX_PROFILE_BYTES are read.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        regular = stat.S_ISREG(os.fstat(fd).st_mode)
-        data = os.read(fd, MAX_PROFILE_BYTES + 1) if regular else b""
-    finally:
-        os.close(fd)
-    if not regular:
+        with files.open_regular(path) as f:
+            data = f.read(MAX_PROFILE_BYTES + 1)
+    except files.NotRegularFile:
         raise ProfileError(
             f"profile {path} is not a regular file (a FIFO, device or folder); give a .toml file"
-        )
+        ) from None
     if len(data) > MAX_PROFILE_BYTES:
         raise ProfileError(
             f"profile {path} is larger than {MAX_PROFILE_BYTES // 1024} KiB; a profile is a "

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -29,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pccx_flow import files
 from pccx_flow.errors import (
     ConfigError,
     InputError,
@@ -89,10 +89,7 @@ def check_config_fields(data: object, where: str) -> dict:
     unknown = sorted(set(data) - set(types))
     if unknown:
         shown = ", ".join(u if u.isidentifier() else repr(u)[:40] for u in unknown)
-        raise ConfigError(
-            f"{where}: unknown config fields {shown}; "
-            f"known: {', '.join(types)}"
-        )
+        raise ConfigError(f"{where}: unknown config fields {shown}; known: {', '.join(types)}")
     for k, v in data.items():
         want = str(types[k])
         ok = (
@@ -125,17 +122,16 @@ def read_small_json(path: Path, what: str) -> object:
     The file is opened without blocking and checked on the open descriptor, so a FIFO or a
     symlink to ``/dev/zero`` is refused at once instead of hanging or filling memory.
     """
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags)
+        f = files.open_regular(path)
+    except files.NotRegularFile:
+        raise WeightsError(f"{what} {path} is not a regular file; give a JSON file") from None
     except OSError as exc:
         raise WeightsError(f"{what} {path}: cannot read it ({exc.strerror or exc})") from None
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise WeightsError(f"{what} {path} is not a regular file; give a JSON file")
-        if info.st_size > MAX_JSON_BYTES:
-            raise WeightsError(f"{what} {path} is {info.st_size} bytes; a JSON config is a few kB")
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        if size > MAX_JSON_BYTES:
+            raise WeightsError(f"{what} {path} is {size} bytes; a JSON config is a few kB")
         try:
             data = f.read(MAX_JSON_BYTES + 1)
         except OSError as exc:

@@ -15,12 +15,12 @@ from __future__ import annotations
 import functools
 import io
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from pccx_flow import files
 from pccx_flow.errors import TensorFormatError
 
 
@@ -44,27 +44,22 @@ class NpyHeader:
 def open_regular(path: Path, what: str):
     """Open `path` for reading only if it is a regular file (a FIFO or device is refused).
 
-    Opened with ``O_NONBLOCK`` so that a FIFO put where a file belongs cannot block the open,
-    then checked with ``fstat`` on the open descriptor (no gap between check and use).
-    `FileNotFoundError` passes through so callers can report a missing tensor their way.
+    `pccx_flow.files.open_regular` with this module's messages. `FileNotFoundError` passes
+    through so callers can report a missing tensor their way.
     """
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags)
+        return files.open_regular(path)
     except FileNotFoundError:
         raise
+    except files.NotRegularFile:
+        raise TensorFormatError(
+            f"{what}: {path.name} is not a regular file (a FIFO, device or folder); "
+            "replace it with the .npy file"
+        ) from None
     except OSError as exc:
         raise TensorFormatError(
             f"{what}: cannot open {path.name} ({exc.strerror or exc}); check the file"
         ) from None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
-        os.close(fd)
-        raise TensorFormatError(
-            f"{what}: {path.name} is not a regular file (a FIFO, device or folder); "
-            "replace it with the .npy file"
-        )
-    return os.fdopen(fd, "rb")
 
 
 MAGIC_LEN = 8  # b"\x93NUMPY" + major + minor version bytes
