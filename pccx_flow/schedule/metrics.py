@@ -79,16 +79,18 @@ def residency_bounds(problem: SchedulingProblem) -> dict[str, int]:
     """A lower bound per capacity from the byte-cycles its demands must spend resident.
 
     Claim: for every valid schedule of length T and each capacity c of size C,
-    ``T >= ceil(sum_n d_n * (m_n + max_{s in succ(n)} m_s) / C)`` where d_n is n's demand
-    on c and m_x the least cost of x on any lane (the max over no successors is 0).
+    ``T >= ceil(sum_h d_h * (m_n + max_{s in readers(h)} m_s) / C)`` over the holds h of
+    the problem (`SchedulingProblem.holds`: bytes d_h of node n freed when n and the hold's
+    readers, all successors of n, finished), m_x the least cost of x on any lane (the max
+    over no readers is 0).
 
-    Proof: n's bytes are resident from start(n) to the last finish of n and its
-    successors (the problem's rule, checked by the validator). n runs at least m_n, and
-    every successor s starts no earlier than finish(n) and runs at least m_s, so each
-    finishes no earlier than start(n) + m_n + m_s: n is resident for at least
-    m_n + max_s m_s cycles, all within [0, T]. The occupancy of c is at most C at every
-    moment, so its integral over [0, T] - which is the sum of d_n times n's residency - is
-    at most C * T. Dividing by C gives the claim (T is an integer, hence the ceiling).
+    Proof: h's bytes are resident from start(n) to the last finish of n and its readers
+    (the problem's rule, checked by the validator). n runs at least m_n, and every reader
+    s starts no earlier than finish(n) and runs at least m_s, so each finishes no earlier
+    than start(n) + m_n + m_s: h is resident for at least m_n + max_s m_s cycles, all
+    within [0, T]. The occupancy of c is at most C at every moment, so its integral over
+    [0, T] - the sum of d_h times h's residency - is at most C * T. Dividing by C gives
+    the claim (T is an integer, hence the ceiling).
 
     It adds a constraint to the problem and removes none, so every bound without memory
     stays valid; this one binds when the capacity is small against long-lived bytes (KV
@@ -97,11 +99,11 @@ def residency_bounds(problem: SchedulingProblem) -> dict[str, int]:
     out: dict[str, int] = {}
     for cap, size in problem.capacities.items():
         total = 0
-        for n, row in problem.demands.items():
-            d = row.get(cap, 0)
+        for hold in problem.holds:
+            d = dict(hold.row).get(cap, 0)
             if d:
-                after = max((problem.min_cost(s) for s in problem.succs[n]), default=0)
-                total += d * (problem.min_cost(n) + after)
+                after = max((problem.min_cost(s) for s in hold.readers), default=0)
+                total += d * (problem.min_cost(hold.node) + after)
         if total and size:
             out[f"residency:{cap}"] = ceil(total / size)
     return out
