@@ -20,6 +20,7 @@ from bokeh.models import (
     CustomJSTickFormatter,
     Div,
     FactorRange,
+    FixedTicker,
     HoverTool,
     Label,
     LinearAxis,
@@ -33,7 +34,9 @@ from bokeh.transform import dodge
 from pccx_flow.render import style
 from pccx_flow.render.gantt import GanttData, OccupancyRow
 
-ROW_PX = 26
+ROW_PX = 26  # per lane row
+FRAME_PX = 170  # the lanes figure's axes, layer labels and the legend under it
+OCCUPANCY_PX = 110
 LABEL_GAP_PX = 22  # the least room between two layer labels
 
 
@@ -84,7 +87,7 @@ def schedule_figure(data: GanttData, *, width: int = 1300, title: bool = True):
     fig = figure(
         name="pccx-planned",
         width=width,
-        height=90 + ROW_PX * len(labels),
+        height=FRAME_PX + ROW_PX * len(labels),
         y_range=FactorRange(*reversed(labels), range_padding=1.0, range_padding_units="absolute"),
         x_range=Range1d(0, span, bounds=(0, span)),
         tools="xpan,xwheel_zoom,reset,save",
@@ -184,14 +187,21 @@ def occupancy_figure(row: OccupancyRow, lanes_fig, width: int):
     fig = figure(
         name=f"pccx-occupancy-{row.name}",
         width=width,
-        height=110,
+        height=OCCUPANCY_PX,
         x_range=lanes_fig.x_range,
         y_range=Range1d(0, top * 1.05 or 1),
         tools="xpan,xwheel_zoom,reset",
         toolbar_location=None,
         y_axis_label=f"{row.name} ({row.unit})" if row.unit else row.name,
     )
-    fig.step(xs, ys, mode="after", line_width=1.5, color="#4e79a7")
+    fig.yaxis.axis_label_text_font_size = "9pt"
+    fig.xaxis.formatter = CustomJSTickFormatter(code="return tick.toLocaleString('en');")
+    if float(row.capacity).is_integer() and 0 < row.capacity <= 8:  # a pool: whole instances
+        fig.yaxis.ticker = FixedTicker(ticks=list(range(int(row.capacity) + 1)))
+    # Filled, no outline (as in the static chart): the weight ports of an E4B step change
+    # thousands of times, and a step line draws those strokes as dark bands.
+    fig.varea_step(x=xs, y1=[0] * len(ys), y2=ys, step_mode="after", fill_color="#4e79a7",
+                   fill_alpha=0.8)  # fmt: skip
     fig.add_layout(
         Span(location=row.capacity, dimension="width", line_dash="dashed", line_color="#e15759")
     )
