@@ -19,7 +19,7 @@ import matplotlib
 matplotlib.use("Agg")  # no display: files only
 
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.patches import Patch, Polygon  # noqa: E402
 
 from pccx_flow.graph.nodes import BLOCKS  # noqa: E402
 from pccx_flow.render import style  # noqa: E402
@@ -59,6 +59,44 @@ def merge_thin_bars(bars: list[dict], cycles_per_px: float) -> list[dict]:
                 continue
         out.append(bar)
     return out
+
+
+def thin_steps(points, cycles_per_px: float) -> list[tuple[float, float]]:
+    """A step series with at most four points per pixel column: the first, the lowest, the
+    highest and the last (in time order), so every peak and dip still shows.
+
+    An E4B step's L2 series changes tens of thousands of times; drawn in full its filled
+    area alone made the SVG larger than all the lanes together.
+    """
+    out: list[tuple[float, float]] = []
+    column: list[tuple[float, float]] = []
+    last_px = None
+    for point in [*points, (float("inf"), 0.0)]:
+        px = point[0] // cycles_per_px if point[0] != float("inf") else None
+        if column and px != last_px:
+            if len(column) <= 4:
+                out.extend(column)
+            else:
+                keep = {0, len(column) - 1}
+                keep.add(min(range(len(column)), key=lambda i: column[i][1]))
+                keep.add(max(range(len(column)), key=lambda i: column[i][1]))
+                out.extend(column[i] for i in sorted(keep))
+            column = []
+        column.append(point)
+        last_px = px
+    return out
+
+
+def step_outline(points) -> list[tuple[float, float]]:
+    """The outline of the area under a step series (each value holds until the next point),
+    from the baseline up and back: one vertex per corner."""
+    if not points:
+        return []
+    outline = [(points[0][0], 0.0)]
+    for (x, y), (nx, _) in zip(points, [*points[1:], (points[-1][0], 0.0)], strict=True):
+        outline.extend([(x, y), (nx, y)])
+    outline.append((points[-1][0], 0.0))
+    return outline
 
 
 def gantt_figure(data: GanttData):
@@ -116,11 +154,13 @@ def gantt_figure(data: GanttData):
     ax.ticklabel_format(axis="x", style="plain")
     ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:,.0f}"))
     for occ_ax, occ in zip((a[0] for a in axes[1:]), data.occupancy, strict=True):
-        xs = [p[0] for p in occ.points]
         ys = [p[1] for p in occ.points]
         # Filled, no outline: a series that changes thousands of times (the weight ports
         # over an E4B step) would otherwise draw its up-and-down strokes as dark bands.
-        occ_ax.fill_between(xs, ys, step="post", color="#4e79a7", alpha=0.8, linewidth=0)
+        outline = step_outline(thin_steps(occ.points, span / (WIDTH_IN * DPI * 0.85)))
+        if outline:
+            occ_ax.add_patch(Polygon(outline, closed=True, facecolor="#4e79a7", alpha=0.8,
+                                     linewidth=0, gid=f"occupancy-{occ.name}"))  # fmt: skip
         occ_ax.axhline(occ.capacity, color="#e15759", linestyle="--", linewidth=0.8)
         label = f"{occ.name}\n({occ.unit})" if occ.unit else occ.name.replace(" ", "\n", 1)
         occ_ax.set_ylabel(label, fontsize=9, rotation=0, ha="right", va="center")

@@ -347,3 +347,15 @@ def test_svg_rows_keep_their_minimum_height_however_many_rows(tmp_path, toy):
 
     grown = height_px(many) - height_px(few)  # 18 more lanes and 3 occupancy panels
     assert grown >= 18 * ROW_PX + 3 * OCCUPANCY_PX
+
+
+def test_thin_steps_keep_each_pixels_first_lowest_highest_and_last_point():
+    from pccx_flow.render.gantt_mpl import step_outline, thin_steps
+
+    # pixel 0 (cycles 0..9): 6 points; pixel 1: 2 points, kept as they are
+    points = [(0, 1), (2, 5), (3, 0), (5, 9), (7, 4), (8, 2), (10, 3), (15, 0)]
+    assert thin_steps(points, 10) == [(0, 1), (3, 0), (5, 9), (8, 2), (10, 3), (15, 0)]
+    assert thin_steps(points, 1) == points  # one point per pixel: nothing dropped
+    assert step_outline([(0, 1), (4, 2), (6, 0)]) == [
+        (0, 0.0), (0, 1), (4, 1), (4, 2), (6, 2), (6, 0), (6, 0), (6, 0.0),
+    ]  # fmt: skip
