@@ -17,6 +17,7 @@ from bokeh.embed import file_html
 from bokeh.layouts import column
 from bokeh.models import (
     ColumnDataSource,
+    CustomJSHover,
     CustomJSTickFormatter,
     Div,
     FactorRange,
@@ -48,12 +49,11 @@ def lane_label(lane: dict) -> str:
 def bar_columns(data: GanttData) -> dict[str, list]:
     """The bars as Bokeh columns (one entry per scheduled node)."""
     labels = [lane_label(ln) for ln in data.lanes]
-    hz = data.core_hz
     cols: dict[str, list] = {
         k: []
         for k in (
             "node", "lane", "row", "start", "finish", "cycles", "block", "block_title",
-            "colour", "layer", "op", "kernel", "critical", "us",
+            "colour", "layer", "op", "kernel", "critical",
         )
     }  # fmt: skip
     for b in data.bars:
@@ -70,9 +70,6 @@ def bar_columns(data: GanttData) -> dict[str, list]:
         cols["op"].append(b.get("op", "?"))
         cols["kernel"].append(b.get("kernel", "?"))
         cols["critical"].append("yes" if b["critical"] else "no")
-        cols["us"].append(
-            f"{b['start'] / hz * 1e6:,.3f}-{b['finish'] / hz * 1e6:,.3f} µs" if hz else "-"
-        )
     return cols
 
 
@@ -120,8 +117,9 @@ def schedule_figure(data: GanttData, *, width: int = 1300, title: bool = True):
         legend_group="block_title",
     )
     critical = [i for i, c in enumerate(source.data["critical"]) if c == "yes"]
-    strip = ColumnDataSource(
-        {k: [v[i] for i in critical] for k, v in source.data.items()}, name="pccx-critical"
+    strip = ColumnDataSource(  # only what the strip draws: the page carries every column once
+        {k: [source.data[k][i] for i in critical] for k in ("node", "row", "start", "finish")},
+        name="pccx-critical",
     )
     fig.hbar(
         y=dodge("row", -0.36, range=fig.y_range),
@@ -132,21 +130,29 @@ def schedule_figure(data: GanttData, *, width: int = 1300, title: bool = True):
         source=strip,
         legend_label="critical path",
     )
-    fig.add_tools(
-        HoverTool(
-            renderers=[bars],
-            tooltips=[
-                ("node", "@node"),
-                ("lane", "@lane"),
-                ("layer", "@layer"),
-                ("block", "@block_title"),
-                ("op / kernel", "@op / @kernel"),
-                ("cycles", "@start{0,0} - @finish{0,0} (@cycles{0,0})"),
-                ("time", "@us"),
-                ("critical path", "@critical"),
-            ],
+    tooltips = [
+        ("node", "@node"),
+        ("lane", "@lane"),
+        ("layer", "@layer"),
+        ("block", "@block_title"),
+        ("op / kernel", "@op / @kernel"),
+        ("cycles", "@start{0,0} - @finish{0,0} (@cycles{0,0})"),
+        ("critical path", "@critical"),
+    ]
+    formatters = {}
+    if data.core_hz:  # µs computed in the browser: a column of strings would add ~0.5 MB on E4B
+        tooltips.insert(-1, ("time", "@start{us} (model estimate)"))
+        formatters["@start"] = CustomJSHover(
+            args={"hz": data.core_hz, "source": source},
+            code="""
+            if (format !== "us") { return value.toLocaleString("en"); }
+            const i = special_vars.index;
+            const us = (c) => (c / hz * 1e6).toLocaleString(
+                "en", {minimumFractionDigits: 3, maximumFractionDigits: 3});
+            return us(source.data.start[i]) + "-" + us(source.data.finish[i]) + " µs";
+            """,
         )
-    )
+    fig.add_tools(HoverTool(renderers=[bars], tooltips=tooltips, formatters=formatters))
     _layer_lines(fig, data, width)
     fig.legend.orientation = "horizontal"
     fig.legend.label_text_font_size = "9pt"

@@ -119,10 +119,15 @@ def test_bokeh_figure_rows_bars_hover_and_critical_strip(toy):
         assert colour == gantt_colour(g.nodes[node]["block"])
     strip = _model(layout, "pccx-critical")
     assert set(strip.data["node"]) == set(path)
+    for i, node in enumerate(strip.data["node"]):
+        slot = schedule.slots[node]
+        assert (strip.data["start"][i], strip.data["finish"][i]) == (slot.start, slot.finish)
     subtitle = _model(layout, "pccx-planned-subtitle").text
     assert "model estimate from profile toy-profile, not measured" in subtitle
     hover = [t for t in fig.tools if t.__class__.__name__ == "HoverTool"][0]
     assert {"node", "layer", "op / kernel", "cycles"} <= {name for name, _ in hover.tooltips}
+    assert ("time", "@start{us} (model estimate)") in hover.tooltips  # µs at the toy's 400 MHz
+    assert hover.formatters["@start"].args["hz"] == 400e6
 
 
 def gantt_colour(block):
