@@ -42,6 +42,7 @@ EPILOG = """examples:
   pccx-flow run --weights pccx-export/ --config cfg.json --steps 4   # no manifest
   pccx-flow run --synthetic tiny --scheduler tcp://127.0.0.1:8786     # an existing cluster
   pccx-flow run --synthetic tiny --dashboard --fuse                     # local cluster + dashboard
+  pccx-flow run --synthetic tiny --steps 8 --policy critical-path --fuse --dashboard --keep-open
   pccx-flow run --synthetic tiny --policy heft --report run.html        # performance report
   pccx-flow run --synthetic tiny --steps 8 --check --precision float64  # structure, no fp32 noise
 
@@ -53,7 +54,11 @@ KV rows rounded differently: such a flip alone moves logits by ~1e-4). It prints
 largest difference and how many steps had float16 flips. On E4B, float32 rounding
 differences grow through the 35 layers (README, "Numerics"); pass --tolerance to judge
 those. With --precision float64 both sides keep activations in float64 and must agree to
-1e-9."""
+1e-9.
+
+--keep-open prints the run's table, then keeps the dashboard and its pccx lanes page up
+until Ctrl-C; that Ctrl-C is the way to close, not an interruption, so the exit status is
+still the run's (0, or 1 when --check failed). Ctrl-C during the run itself exits 130."""
 
 
 def register(subparsers) -> None:
@@ -131,6 +136,12 @@ def register(subparsers) -> None:
         "distributed scheduler costs ~0.6 ms per task: several seconds per step; --fuse helps)",
     )
     p.add_argument(
+        "--keep-open",
+        action="store_true",
+        help="with --dashboard: after the run, print its table and keep the dashboard and the "
+        "pccx lanes page up until Ctrl-C (which then exits with the run's status)",
+    )
+    p.add_argument(
         "--fuse",
         action="store_true",
         help="run the step as a few hundred larger tasks shaped for the available threads "
@@ -179,6 +190,8 @@ def _check_options(args) -> None:
         )
     if args.scheduler and args.dashboard:
         raise InputError("--scheduler and --dashboard exclude each other; choose one")
+    if args.keep_open and not args.dashboard:
+        raise InputError("--keep-open keeps the --dashboard page up; add --dashboard or drop it")
     if args.report and Path(args.report).suffix.lower() != ".html":
         raise InputError(f"--report {args.report!r} must end in .html, e.g. --report run.html")
     if args.scheduler and "://" not in args.scheduler:
@@ -243,8 +256,6 @@ def _local_cluster(args):
             print(f"pccx lanes page: {page_url(client)}", flush=True)
         try:
             yield client
-            if args.dashboard and sys.stdin.isatty():
-                input("run finished; press Enter to stop the dashboard ")
         finally:
             client.close()
             cluster.close()
@@ -356,38 +367,44 @@ def run(args) -> int:
         from pccx_flow.schedule.registry import prepare_policy
 
         policy = prepare_policy(policy, timeout=args.policy_timeout)
-    with (
-        _checkpoint(args) as ckpt,
-        _dashboard_client(args) as (client, announce),
-        _report(args, client),
-    ):
+    with _checkpoint(args) as ckpt, _dashboard_client(args) as (client, announce):
         checker = None
         if args.check:
             checker = _Checker(ckpt, args.semantics, args.tolerance, args.precision)
-        result = generate(
-            ckpt,
-            prompt,
-            args.steps,
-            semantics=args.semantics,
-            temperature=args.temperature,
-            top_p=args.top_p,
-            repetition_penalty=args.repetition_penalty,
-            seed=args.seed,
-            policy=policy,
-            profile=args.profile,
-            client=client,
-            scheduler=None if client is not None else args.scheduler,
-            progress=_tty(args),
-            fuse=args.fuse,
-            precision=args.precision,
-            on_step=checker,
-            on_plan=announce,
-        )
+        with _report(args, client):
+            result = generate(
+                ckpt,
+                prompt,
+                args.steps,
+                semantics=args.semantics,
+                temperature=args.temperature,
+                top_p=args.top_p,
+                repetition_penalty=args.repetition_penalty,
+                seed=args.seed,
+                policy=policy,
+                profile=args.profile,
+                client=client,
+                scheduler=None if client is not None else args.scheduler,
+                progress=_tty(args),
+                fuse=args.fuse,
+                precision=args.precision,
+                on_step=checker,
+                on_plan=announce,
+            )
+        distributed = client is not None or bool(args.scheduler)
+        code = _print_results(args, prompt, result, checker, distributed)
+        if args.keep_open:
+            _keep_open(client)
+    return code
+
+
+def _print_results(args, prompt: list[int], result, checker, distributed: bool) -> int:
+    """The run's table (tokens, per-step times, --check verdicts); returns the exit code."""
     print(f"prompt ids: {','.join(map(str, prompt))}")
     print(f"generated ids: {','.join(map(str, result.tokens))}")
     if args.precision != DEFAULT_PRECISION:
         print(f"activations in {args.precision} (a structure check; the NPU computes float32)")
-    where = "distributed" if (client or args.scheduler) else "dask threaded"
+    where = "distributed" if distributed else "dask threaded"
     print(
         f"per-step wall time on this CPU ({where}; not an NPU estimate), executing the graph "
         "and, before it, building the graph" + (" and its schedule:" if args.policy else ":")
@@ -419,3 +436,26 @@ def run(args) -> int:
         )
         return 0 if checker.ok else 1
     return 0
+
+
+def _keep_open(client) -> None:
+    """Keep the in-process cluster (and so the dashboard) up until Ctrl-C.
+
+    Ctrl-C here is how the user closes the page, so it only ends the wait: the results are
+    already printed and the exit status stays the run's. The handler in place before (the
+    command's "interrupted" one) is restored before the cluster shuts down, so a Ctrl-C
+    during the shutdown is an interruption again (130, cut short after a few seconds).
+    """
+    import signal
+    import threading
+
+    from pccx_flow.dashboard.client import page_url
+
+    print(f"dashboard kept open at {page_url(client)} — Ctrl-C to close", flush=True)
+    closed = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda _signum, _frame: closed.set())
+    try:
+        while not closed.wait(0.5):
+            pass
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -22,12 +22,12 @@ data (dicts of numbers and names) that the report, the JSON output and the bench
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from math import ceil
 from typing import Any
 
 from pccx_flow.schedule.model import Schedule, Slot
-from pccx_flow.schedule.problem import SchedulingProblem
+from pccx_flow.schedule.problem import SchedulingProblem, pool_instance_names
 
 Node = Hashable
 
@@ -426,6 +426,31 @@ def ple_slack(schedule: Schedule, problem: SchedulingProblem, latest: dict | Non
     }
 
 
+def pool_busy(schedule: Schedule, pools: Mapping[str, int]) -> dict[str, list[tuple[int, int]]]:
+    """Per pool, how many of its instances are busy over time: ``[(t, busy from t on), ...]``.
+
+    The series starts at cycle 0 and lists only the times where the count changes (the
+    Gantt chart's weight-port row draws it). `pools` maps pool name to instance count, as
+    `SchedulingProblem.pools` and `Profile.pools` do; slots name the instances they hold.
+    """
+    of_instance = pool_instance_names(pools)
+    out = {}
+    for pool in pools:
+        delta: dict[int, int] = defaultdict(int)
+        for slot in schedule.slots.values():
+            held = sum(of_instance.get(i) == pool for i in slot.resources)
+            if held and slot.finish > slot.start:
+                delta[slot.start] += held
+                delta[slot.finish] -= held
+        series = [(0, 0)]
+        for t in sorted(delta):
+            if delta[t]:
+                busy = series[-1][1] + delta[t]
+                series[-1:] = [(t, busy)] if t == series[-1][0] else [series[-1], (t, busy)]
+        out[pool] = series
+    return out
+
+
 def pool_occupancy(schedule: Schedule, problem: SchedulingProblem) -> dict[str, dict[int, int]]:
     """Per pool, cycles of the makespan with 0, 1, ..., count instances busy.
 
@@ -434,20 +459,11 @@ def pool_occupancy(schedule: Schedule, problem: SchedulingProblem) -> dict[str, 
     """
     out = {}
     span = schedule.makespan
-    for pool, count in problem.pools.items():
-        events: list[tuple[int, int]] = []
-        for slot in schedule.slots.values():
-            held = sum(problem.pool_of_instance.get(i) == pool for i in slot.resources)
-            if held and slot.finish > slot.start:
-                events.append((slot.start, held))
-                events.append((slot.finish, -held))
-        events.sort()
+    for pool, series in pool_busy(schedule, problem.pools).items():
+        count = problem.pools[pool]
         cycles = dict.fromkeys(range(count + 1), 0)
-        busy = last = 0
-        for t, delta in events:
-            cycles[min(busy, count)] += t - last
-            busy, last = busy + delta, t
-        cycles[min(busy, count)] += span - last
+        for (t, busy), (end, _) in zip(series, [*series[1:], (span, 0)], strict=True):
+            cycles[min(busy, count)] += end - t
         out[pool] = cycles
     return out
 
