@@ -45,6 +45,8 @@ EPILOG = """examples:
   pccx-flow run --synthetic tiny --steps 8 --policy critical-path --fuse --dashboard --keep-open
   pccx-flow run --synthetic tiny --policy heft --report run.html        # performance report
   pccx-flow run --synthetic tiny --steps 8 --check --precision float64  # structure, no fp32 noise
+  pccx-flow run --synthetic tiny --steps 4 --check --backend emulator   # run the program words
+  pccx-flow run --synthetic tiny --backend emulator --numerics rtl --profile v002-as-built
 
 Times printed are CPU wall times of executing the graph on this machine, not NPU estimates.
 --check decodes each step with the reference too, from the same earlier KV rows, and exits
@@ -155,6 +157,21 @@ def register(subparsers) -> None:
         "page's data beside it (OUT.lanes.html, linked from the report); runs on an "
         "in-process cluster unless --scheduler is given",
     )
+    p.add_argument(
+        "--backend",
+        default="dask",
+        choices=("dask", "emulator"),
+        help="dask: execute the decode graph's nodes (default); emulator: lower each step to a "
+        "pccx v002 program (--policy, default critical-path, on --profile) and run its words "
+        "in the functional emulator",
+    )
+    p.add_argument(
+        "--numerics",
+        default=None,
+        choices=("spec", "rtl"),
+        help="--backend emulator: the specification's float32 math (default) or the RTL's "
+        "approximations (GELU as x*sigmoid(1.702x), saturating SIN/COS)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -190,6 +207,17 @@ def _check_options(args) -> None:
         )
     if args.scheduler and args.dashboard:
         raise InputError("--scheduler and --dashboard exclude each other; choose one")
+    if args.backend == "emulator":
+        given = {"--scheduler": args.scheduler, "--dashboard": args.dashboard,
+                 "--report": args.report, "--fuse": args.fuse}  # fmt: skip
+        dask_only = [option for option, value in given.items() if value]
+        if dask_only:
+            raise InputError(
+                f"{dask_only[0]} is an option of the dask backend; drop it or use --backend dask"
+            )
+        args.policy = args.policy or "critical-path"
+    elif args.numerics is not None:
+        raise InputError("--numerics is an option of --backend emulator; add it or drop --numerics")
     if args.keep_open and not args.dashboard:
         raise InputError("--keep-open keeps the --dashboard page up; add --dashboard or drop it")
     if args.report and Path(args.report).suffix.lower() != ".html":
@@ -371,6 +399,7 @@ def run(args) -> int:
         checker = None
         if args.check:
             checker = _Checker(ckpt, args.semantics, args.tolerance, args.precision)
+        emulator = _emulator_backend(args, ckpt, policy) if args.backend == "emulator" else {}
         with _report(args, client):
             result = generate(
                 ckpt,
@@ -390,24 +419,53 @@ def run(args) -> int:
                 precision=args.precision,
                 on_step=checker,
                 on_plan=announce,
+                **emulator,
             )
-        distributed = client is not None or bool(args.scheduler)
-        code = _print_results(args, prompt, result, checker, distributed)
+        where = "distributed" if client is not None or bool(args.scheduler) else "dask threaded"
+        if emulator:
+            where = f"pccx v002 emulator, {args.numerics or 'spec'} numerics"
+            _print_programs(emulator["run_step"].summaries, args)
+        code = _print_results(args, prompt, result, checker, where)
         if args.keep_open:
             _keep_open(client)
     return code
 
 
-def _print_results(args, prompt: list[int], result, checker, distributed: bool) -> int:
+def _emulator_backend(args, ckpt, policy) -> dict:
+    """`generate`'s arguments for the emulator backend: per-position graphs scheduled by the
+    L2-aware timeline, and the step function that lowers and emulates them."""
+    from pccx_flow.board.backend import EmulatorSteps, emulator_graphs
+    from pccx_flow.hardware.profile import load_profile
+
+    profile = load_profile(args.profile or "v002-spec")
+    graphs = emulator_graphs(ckpt.config, args.semantics, policy, profile)
+    steps = EmulatorSteps(ckpt, profile, numerics=args.numerics or "spec")
+    return {"graph_for_position": graphs, "run_step": steps}
+
+
+def _print_programs(summaries: list[dict], args) -> None:
+    """One line on the programs the emulator ran (instruction words, not the graph)."""
+    words = [s["words"] for s in summaries]
+    fences = [s["fences"] for s in summaries]
+    peak = max(s["l2_peak_bytes"] for s in summaries)
+    print(
+        f"emulated {len(summaries)} programs ({args.policy}, {args.profile or 'v002-spec'}): "
+        f"{min(words)}-{max(words)} words, {min(fences)}-{max(fences)} fences per step, "
+        f"L2 peak {peak:,} B"
+    )
+
+
+def _print_results(args, prompt: list[int], result, checker, where: str) -> int:
     """The run's table (tokens, per-step times, --check verdicts); returns the exit code."""
     print(f"prompt ids: {','.join(map(str, prompt))}")
     print(f"generated ids: {','.join(map(str, result.tokens))}")
     if args.precision != DEFAULT_PRECISION:
         print(f"activations in {args.precision} (a structure check; the NPU computes float32)")
-    where = "distributed" if distributed else "dask threaded"
     print(
-        f"per-step wall time on this CPU ({where}; not an NPU estimate), executing the graph "
-        "and, before it, building the graph" + (" and its schedule:" if args.policy else ":")
+        f"per-step wall time on this CPU ({where}; not an NPU estimate), executing the "
+        + ("program" if args.backend == "emulator" else "graph")
+        + " and, before it, building the graph"
+        + (" and its schedule:" if args.policy else ":")
     )
     header = "  position  seconds  build s"
     if checker:

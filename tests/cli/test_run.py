@@ -69,3 +69,26 @@ def test_keep_open_prints_the_table_serves_the_page_and_closes_on_ctrl_c():
     assert proc.returncode == 0, err  # a deliberate close, not an interruption
     assert took < 10
     assert rest == "" and "Traceback" not in err and "interrupted" not in err
+
+
+def test_backend_emulator_runs_the_program_words_and_passes_the_check(tiny_ckpt_dir, capsys):
+    argv = ["run", "--weights", str(tiny_ckpt_dir), "--prompt-ids", "2,7", "--steps", "2",
+            "--check", "--backend", "emulator", "--no-progress"]  # fmt: skip
+    assert cli_main.main(argv) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"emulated 3 programs \(critical-path, v002-spec\): \d+-\d+ words", out)
+    assert "(pccx v002 emulator, spec numerics; not an NPU estimate), executing the program" in out
+    assert "check against the reference decode: OK" in out
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--backend", "emulator", "--fuse"], "--fuse is an option of the dask backend"),
+        (["--numerics", "rtl"], "--numerics is an option of --backend emulator"),
+    ],
+)
+def test_backend_options_that_do_not_mix_are_usage_errors(extra, message, capsys):
+    assert cli_main.main(["run", "--synthetic", "tiny", *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pccx-flow: error: " + message) and err.count("\n") == 1
