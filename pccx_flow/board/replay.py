@@ -75,9 +75,7 @@ class Replay:
 
     @property
     def makespan(self) -> int:
-        return max(
-            [e.finish for e in self.host] + [p.finish for p in self.placed], default=0
-        )
+        return max([e.finish for e in self.host] + [p.finish for p in self.placed], default=0)
 
     @property
     def label(self) -> str:

@@ -131,16 +131,20 @@ def format_report(summaries: dict[str, dict], meta: dict, list_ms: int | None,
             f"  {s['biggest_cost']}"
         )
     cats = list(dict.fromkeys(k for s in summaries.values() for k in s["time_slices_cycles"]))
-    lines.append("where the time goes (% of the makespan; each cycle charged to the first "
-                 "running of: host step, host writes, gemv, gemm, dma, sfu, ctrl; else waiting)")  # fmt: skip
+    lines.append(
+        "where the time goes (% of the makespan; each cycle is charged to the first running "
+        "of host step, host writes, gemv, gemm, dma, sfu, ctrl, else to waiting)"
+    )
     lines.append(f"{'issue model':<12}" + "".join(f"{c:>13}" for c in cats))
     for m, s in summaries.items():
         sl, ms = s["time_slices_cycles"], s["makespan_cycles"] or 1
         lines.append(f"{m:<12}" + "".join(f"{100 * sl.get(c, 0) / ms:>12.1f}%" for c in cats))
     lanes = list(dict.fromkeys(k for s in summaries.values() for k in s["engine_busy_cycles"]))
-    lines.append("engine busy (cycles): " + "; ".join(
-        f"{m}: " + ", ".join(f"{ln} {s['engine_busy_cycles'].get(ln, 0):,}" for ln in lanes)
-        for m, s in summaries.items()))  # fmt: skip
+    lines.append("engine busy, cycles per lane")
+    lines.append(f"{'issue model':<12}" + "".join(f"{ln:>13}" for ln in lanes))
+    for m, s in summaries.items():
+        busy = s["engine_busy_cycles"]
+        lines.append(f"{m:<12}" + "".join(f"{busy.get(ln, 0):>13,}" for ln in lanes))
     for m, s in summaries.items():
         c = s["counters"]
         text = (
