@@ -183,6 +183,18 @@ def replay_report(program, profile, models, list_ms=None, list_profile=None):
     return replays, summaries, text
 
 
+def print_step_replay(graph, schedule, profile, config, issue: str, memory: bool) -> None:
+    """`schedule --issue`: lower the scheduled step as `emit` does and print the replay."""
+    from pccx_flow.board.lower import lower
+    from pccx_flow.errors import InputError
+
+    if not memory:
+        raise InputError("--issue lowers the schedule to a program, which needs --memory")
+    program = lower(graph, schedule, profile, config)
+    _, _, text = replay_report(program, profile, models_of(issue), schedule.makespan, profile.name)
+    print(text)
+
+
 def run(args: argparse.Namespace) -> int:
     from pccx_flow.board.program import read_program
     from pccx_flow.hardware.profile import load_profile

@@ -1,0 +1,88 @@
+"""`pccx-flow replay` and `schedule --issue` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pccx_flow.cli import main as cli_main
+from pccx_flow.traces.diff import read_timeline
+
+
+@pytest.fixture(scope="module")
+def tiny_prog(tmp_path_factory):
+    out = tmp_path_factory.mktemp("prog") / "step.prog"
+    assert cli_main.main(["emit", "--preset", "tiny", "--position", "9", "-o", str(out)]) == 0
+    return out
+
+
+def _one_error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("pccx-flow: error: "), err
+    return err
+
+
+def test_replay_all_models_prints_labelled_estimates_and_writes_traces(tiny_prog, tmp_path,
+                                                                       capsys):  # fmt: skip
+    chrome, pccx, js = tmp_path / "r.json", tmp_path / "r.pccx", tmp_path / "s.json"
+    argv = ["replay", str(tiny_prog), "--chrome", str(chrome), "--pccx", str(pccx),
+            "--json", str(js)]  # fmt: skip
+    assert cli_main.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "model estimate, profile v002-spec" in out
+    assert "list schedule (critical-path, v002-spec)" in out
+    for model in ("spec", "rtl", "decoupled"):
+        row = next(line for line in out.splitlines() if line.startswith(model + " "))
+        assert "tok/s" not in row and len(row.split()) >= 5
+        a = read_timeline(tmp_path / f"r.{model}.json")
+        b = read_timeline(tmp_path / f"r.{model}.pccx")
+        assert a.makespan == b.makespan > 0
+        assert "model estimate, profile v002-spec" in b.source
+    data = json.loads(js.read_text())
+    rtl = data["replays"]["rtl"]
+    assert rtl["makespan_cycles"] >= data["replays"]["spec"]["makespan_cycles"]
+    assert rtl["makespan_cycles"] > data["list_schedule_cycles"]
+    assert "blind_fences" in rtl["counters"]  # fences after GEMV/MEMCPY batches exist
+
+
+def test_replay_one_model_on_another_profile(tiny_prog, capsys):
+    argv = ["replay", str(tiny_prog), "--issue", "rtl", "--profile", "v002-as-built",
+            "--no-list-schedule"]  # fmt: skip
+    assert cli_main.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "timed on v002-as-built" in out and "model estimate, profile v002-as-built" in out
+    assert "\nrtl " in out and "\nspec " not in out and "list schedule" not in out
+
+
+def test_truncated_program_is_one_line(tiny_prog, tmp_path, capsys):
+    bad = tmp_path / "bad.prog"
+    bad.write_bytes(tiny_prog.read_bytes()[:-3])
+    (tmp_path / "bad.json").write_text(tiny_prog.with_suffix(".json").read_text())
+    assert cli_main.main(["replay", str(bad), "--no-list-schedule"]) == 2
+    assert "truncated" in _one_error_line(capsys)
+
+
+def test_corrupted_sidecar_steps_are_one_line(tiny_prog, tmp_path, capsys):
+    bad = tmp_path / "bad.prog"
+    bad.write_bytes(tiny_prog.read_bytes())
+    side = json.loads(tiny_prog.with_suffix(".json").read_text())
+    first = next(s for s in side["steps"] if s["kind"] == "batch")
+    first["end"] -= 1  # the batch no longer ends on its kick marker
+    (tmp_path / "bad.json").write_text(json.dumps(side))
+    assert cli_main.main(["replay", str(bad), "--no-list-schedule"]) == 2
+    _one_error_line(capsys)
+
+
+def test_missing_program_is_one_line(tmp_path, capsys):
+    assert cli_main.main(["replay", str(tmp_path / "none.prog")]) == 2
+    assert "no such file" in _one_error_line(capsys)
+
+
+def test_schedule_issue_prints_the_replay_of_its_step(capsys):
+    argv = ["schedule", "--preset", "tiny", "--position", "9", "--issue", "rtl", "--no-progress"]
+    assert cli_main.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "replay of tiny step, position 9" in out
+    assert "every time and tok/s below is a model estimate, profile v002-spec" in out
+    assert "\nrtl " in out and "\nspec " not in out and "\ndecoupled " not in out
