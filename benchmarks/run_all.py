@@ -17,7 +17,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ORDER = (
     "graph", "schedulers", "compare", "render", "weights", "reference", "execute", "float64",
-    "dashboard", "lower",
+    "dashboard", "lower", "replay",
 )  # fmt: skip
 
 

@@ -338,6 +338,39 @@ def compare_section(d: dict) -> str:
     return "\n\n".join(parts)
 
 
+def replay_section(d: dict) -> str:
+    rows, errors = [], []
+    for c in d["cases"]:
+        step = f"{c['preset']} pos {c['position']}, {c['profile']}"
+        listed = f"{c['list_schedule']['tokens_per_second']:.2f}"
+        if "error" in c:
+            rows.append([step, listed, "-", "-", "-", "does not lower (below)"])
+            errors.append(f"- {step}: {c['error']}")
+            continue
+        models = c["models"]
+        tok = [f"{models[m]['tokens_per_second']:.2f}" for m in ("spec", "rtl", "decoupled")]
+        biggest = []
+        for m in ("spec", "rtl", "decoupled"):
+            s = models[m]
+            share = s["time_slices_cycles"][s["biggest_cost"]] / s["makespan_cycles"]
+            biggest.append(f"{m}: {s['biggest_cost']} {100 * share:.0f} %")
+        rtl = models["rtl"]["counters"]
+        biggest.append(
+            f"rtl issue stalls {rtl.get('issue_stall_cycles', 0):,} cycles, "
+            f"{rtl.get('blind_fences', 0)} of {rtl.get('fences', 0)} fences blind to DONE"
+        )
+        rows.append([step, listed, *tok, "; ".join(biggest)])
+    head = ["step (critical-path)", "list schedule", "spec", "rtl", "decoupled", "biggest cost"]
+    text = (
+        "**Timing replay of the emitted program** (`bench_replay.py`; tok/s are model "
+        "estimates on the named profile, no board has been timed: the list schedule beside "
+        "the replay of its own program under the three issue models)\n\n" + _table(head, rows)
+    )
+    if errors:
+        text += "\n\n" + "\n".join(errors)
+    return text
+
+
 SECTIONS = {
     "graph": graph_section,
     "schedulers": schedulers_section,
@@ -349,6 +382,7 @@ SECTIONS = {
     "execute": execute_section,
     "float64": float64_section,
     "dashboard": dashboard_section,
+    "replay": replay_section,
 }
 
 

@@ -101,9 +101,9 @@ def list_schedule_of(meta: dict, profile_name: str):
 
 
 def format_report(summaries: dict[str, dict], meta: dict, list_ms: int | None,
-                  list_profile: str | None, profile) -> str:  # fmt: skip
+                  list_profile: str | None, profile, whole_step: bool = True) -> str:  # fmt: skip
     """The replay table: makespan and tok/s per model beside the list schedule, then where
-    the time goes and the issue-path counts."""
+    the time goes and the issue-path counts. A part of a step (some layers) gets no tok/s."""
     label = f"model estimate, profile {profile.name}"
     hz = float(profile.core_hz)
     lines = [
@@ -116,7 +116,8 @@ def format_report(summaries: dict[str, dict], meta: dict, list_ms: int | None,
         same = list_profile == profile.name
         lines.append(
             f"list schedule ({meta.get('policy')}, {list_profile}): {list_ms:,} cycles = "
-            f"{list_ms / hz * 1e3:.3f} ms, {hz / list_ms:.2f} tok/s"
+            f"{list_ms / hz * 1e3:.3f} ms"
+            + (f", {hz / list_ms:.2f} tok/s" if whole_step else "")
             + ("" if same else " (on another profile: compare with care)")
         )
     lines.append(
@@ -126,9 +127,9 @@ def format_report(summaries: dict[str, dict], meta: dict, list_ms: int | None,
     for m, s in summaries.items():
         ms = s["makespan_cycles"]
         ratio = f"{ms / list_ms:.2f}" if list_ms else "-"
+        tok = f"{s['tokens_per_second']:.2f}" if whole_step else "-"
         lines.append(
-            f"{m:<12}{ms:>17,}{ms / hz * 1e3:>10.3f}{s['tokens_per_second']:>10.2f}{ratio:>8}"
-            f"  {s['biggest_cost']}"
+            f"{m:<12}{ms:>17,}{ms / hz * 1e3:>10.3f}{tok:>10}{ratio:>8}  {s['biggest_cost']}"
         )
     cats = list(dict.fromkeys(k for s in summaries.values() for k in s["time_slices_cycles"]))
     lines.append(
@@ -173,17 +174,19 @@ def format_report(summaries: dict[str, dict], meta: dict, list_ms: int | None,
     return "\n".join(lines)
 
 
-def replay_report(program, profile, models, list_ms=None, list_profile=None):
+def replay_report(program, profile, models, list_ms=None, list_profile=None, whole_step=True):
     """Replay `program` under `models`; returns (replays, summaries, text)."""
     from pccx_flow.board.replay import replay_all, summary
 
     replays = replay_all(program, profile, models)
     summaries = {m: summary(r) for m, r in replays.items()}
-    text = format_report(summaries, program.meta, list_ms, list_profile, profile)
+    text = format_report(summaries, program.meta, list_ms, list_profile, profile, whole_step)
     return replays, summaries, text
 
 
-def print_step_replay(graph, schedule, profile, config, issue: str, memory: bool) -> None:
+def print_step_replay(
+    graph, schedule, profile, config, issue: str, memory: bool, whole_step: bool = True
+) -> None:
     """`schedule --issue`: lower the scheduled step as `emit` does and print the replay."""
     from pccx_flow.board.lower import lower
     from pccx_flow.errors import InputError
@@ -191,7 +194,9 @@ def print_step_replay(graph, schedule, profile, config, issue: str, memory: bool
     if not memory:
         raise InputError("--issue lowers the schedule to a program, which needs --memory")
     program = lower(graph, schedule, profile, config)
-    _, _, text = replay_report(program, profile, models_of(issue), schedule.makespan, profile.name)
+    _, _, text = replay_report(
+        program, profile, models_of(issue), schedule.makespan, profile.name, whole_step
+    )
     print(text)
 
 

@@ -160,7 +160,8 @@ def run(args: argparse.Namespace) -> int:
     if args.issue is not None:
         from pccx_flow.cli.replay import print_step_replay
 
-        print_step_replay(graph, schedule, profile, config, args.issue, args.memory)
+        whole = not context["partial"]
+        print_step_replay(graph, schedule, profile, config, args.issue, args.memory, whole)
 
     if args.json is not None:
         with writing(args.json):
