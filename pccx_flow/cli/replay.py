@@ -78,7 +78,26 @@ def per_model_path(path: Path, model: str, several: bool) -> Path:
     return path.with_name(f"{path.stem}.{model}{path.suffix}") if several else path
 
 
-def list_schedule_of(meta: dict, profile_name: str):
+def program_layers(program) -> tuple[int, int] | None:
+    """The layers ``(a, b)`` a program covers, None for a whole step.
+
+    The sidecar's meta has no layer range, so it is read off the node names (``L07.attn...``)
+    and compared with the preset's layer count.
+    """
+    from pccx_flow.model.config import get_config
+
+    if program.meta.get("layers"):
+        a, b = program.meta["layers"]
+        return (int(a), int(b))
+    n = get_config(program.meta["config"]).n_layers
+    found = {int(x[1:3]) for x in program.nodes if x and x[:1] == "L" and x[1:3].isdigit()}
+    if not found:
+        return None
+    a, b = min(found), max(found) + 1
+    return None if (a, b) == (0, n) else (a, b)
+
+
+def list_schedule_of(meta: dict, profile_name: str, layers: tuple[int, int] | None = None):
     """The list schedule of the step a program was emitted from (as `emit` made it)."""
     from pccx_flow.graph.build import build_decode_graph
     from pccx_flow.hardware.profile import load_profile
@@ -94,6 +113,7 @@ def list_schedule_of(meta: dict, profile_name: str):
         position=int(meta["position"]),
         profile=profile,
         tile_rows=int(meta.get("tile_rows") or 512),
+        layers=layers,
     )
     problem = problem_from_graph(graph, profile, memory=True)
     schedule = run_policy(problem, profile, meta["policy"])
@@ -158,8 +178,9 @@ def format_report(summaries: dict[str, dict], meta: dict, list_ms: int | None,
         )
         if c.get("fifo_full_waits"):
             text += (
-                f"; command FIFO full {c['fifo_full_waits']:,} times "
-                f"({c['fifo_full_cycles']:,} cycles; the as-built FIFO would drop those words)"
+                f"; command FIFO full {c['fifo_full_waits']:,} times (the host waited "
+                f"{c['fifo_full_cycles']:,} cycles; the as-built FIFO drops a word written "
+                "while full)"
             )
         if c.get("blind_fences"):
             timeout = profile.registers.poll_timeout_seconds
@@ -180,6 +201,9 @@ def replay_report(program, profile, models, list_ms=None, list_profile=None, who
 
     replays = replay_all(program, profile, models)
     summaries = {m: summary(r) for m, r in replays.items()}
+    if not whole_step:  # a few layers are not a token: no token rate anywhere
+        for s in summaries.values():
+            s["tokens_per_second"] = None
     text = format_report(summaries, program.meta, list_ms, list_profile, profile, whole_step)
     return replays, summaries, text
 
@@ -219,13 +243,18 @@ def run(args: argparse.Namespace) -> int:
     from pccx_flow.board.replay import check_replayable
 
     check_replayable(program, profile)
+    layers = program_layers(program)
     list_ms = list_profile = None
     if args.list_schedule:
         print("list-scheduling the program's step to compare ...", file=sys.stderr)
-        schedule, _, lprof = list_schedule_of(program.meta, program.meta["profile"])
+        schedule, _, lprof = list_schedule_of(program.meta, program.meta["profile"], layers)
         list_ms, list_profile = schedule.makespan, lprof.name
-    replays, summaries, text = replay_report(program, profile, models, list_ms, list_profile)
+    replays, summaries, text = replay_report(
+        program, profile, models, list_ms, list_profile, whole_step=layers is None
+    )
     print(text)
+    if layers is not None:
+        print(f"(layers {layers[0]}:{layers[1]} only: not a whole token, so no tok/s)")
     write_traces(replays, args.chrome, args.pccx, several)
     if args.json is not None:
         with writing(args.json):

@@ -86,3 +86,19 @@ def test_schedule_issue_prints_the_replay_of_its_step(capsys):
     assert "replay of tiny step, position 9" in out
     assert "every time and tok/s below is a model estimate, profile v002-spec" in out
     assert "\nrtl " in out and "\nspec " not in out and "\ndecoupled " not in out
+
+
+def test_a_program_of_some_layers_gets_no_token_rate(tmp_path, capsys):
+    out = tmp_path / "part.prog"
+    argv = ["emit", "--preset", "tiny", "--position", "3", "--layers", "0:2", "-o", str(out)]
+    assert cli_main.main(argv) == 0
+    capsys.readouterr()
+    js = tmp_path / "part.summary.json"
+    assert cli_main.main(["replay", str(out), "--json", str(js)]) == 0
+    text = capsys.readouterr().out
+    assert "(layers 0:2 only: not a whole token, so no tok/s)" in text
+    assert "tok/s" not in text.split("list schedule")[1].split("\n")[0]
+    data = json.loads(js.read_text())
+    assert all(s["tokens_per_second"] is None for s in data["replays"].values())
+    longest = max(s["makespan_cycles"] for s in data["replays"].values())
+    assert data["list_schedule_cycles"] < longest
