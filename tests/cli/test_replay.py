@@ -102,3 +102,20 @@ def test_a_program_of_some_layers_gets_no_token_rate(tmp_path, capsys):
     assert all(s["tokens_per_second"] is None for s in data["replays"].values())
     longest = max(s["makespan_cycles"] for s in data["replays"].values())
     assert data["list_schedule_cycles"] < longest
+
+
+def test_trace_diff_of_replay_against_its_list_schedule(tiny_prog, tmp_path, capsys):
+    listed, replayed = tmp_path / "list.pccx", tmp_path / "rtl.pccx"
+    argv = ["schedule", "--preset", "tiny", "--position", "9", "--pccx", str(listed),
+            "--no-progress"]  # fmt: skip
+    assert cli_main.main(argv) == 0
+    argv = ["replay", str(tiny_prog), "--issue", "rtl", "--pccx", str(replayed),
+            "--no-list-schedule"]  # fmt: skip
+    assert cli_main.main(argv) == 0
+    capsys.readouterr()
+    assert cli_main.main(["trace", "diff", str(listed), str(replayed)]) == 0
+    out = capsys.readouterr().out
+    assert "replay, rtl issue model (model estimate, profile v002-spec)" in out
+    line = next(x for x in out.splitlines() if x.startswith("first divergence: "))
+    assert line.startswith("first divergence: event 0 (pre.") and "start 0 vs " in line
+    assert "host-io" in out
