@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from pccx_flow.board.isa import CVO_FLAGS, CVO_FUNCS, KICK_MARKER, MAC_FLAGS, decode
+from pccx_flow.board.isa import CVO_FLAGS, CVO_FUNCS, KICK_MARKER, MAC_FLAGS, IsaError, decode
 from pccx_flow.board.program import Program, ProgramFileError
 from pccx_flow.hardware.cost import node_cycles
 from pccx_flow.hardware.profile import Profile
@@ -110,7 +110,7 @@ def footprints(program: Program, profile: Profile) -> list[Footprint | None]:
         node = program.nodes[i] if i < len(program.nodes) else None
         try:
             ins = decode(word)
-        except Exception as exc:  # IsaError: a corrupted word
+        except IsaError as exc:  # a corrupted word
             raise ProgramFileError(f"word {i} ({node}): {exc}") from None
         out.append(_footprint(program, profile, i, ins, slots))
     return out
