@@ -339,16 +339,25 @@ def compare_section(d: dict) -> str:
 
 
 def replay_section(d: dict) -> str:
+    def cell(tok, ratio=None) -> str:
+        text = f"{tok:.2f}" if tok else "-"
+        return text + (f" ({ratio:.2f}x)" if ratio is not None else "")
+
     rows, errors = [], []
     for c in d["cases"]:
-        step = f"{c['preset']} pos {c['position']}, {c['profile']}"
-        listed = f"{c['list_schedule']['tokens_per_second']:.2f}"
+        cut = f" layers {c['layers'][0]}:{c['layers'][1]}" if c.get("layers") else ""
+        step = f"{c['preset']}{cut} pos {c['position']}, {c['profile']}"
+        ls = c["list_schedule"]
+        listed = f"{ls['makespan_cycles']:,}, " + cell(ls["tokens_per_second"])
         if "error" in c:
             rows.append([step, listed, "-", "-", "-", "does not lower (below)"])
             errors.append(f"- {step}: {c['error']}")
             continue
         models = c["models"]
-        tok = [f"{models[m]['tokens_per_second']:.2f}" for m in ("spec", "rtl", "decoupled")]
+        cells = [
+            cell(models[m]["tokens_per_second"], models[m]["vs_list_schedule"])
+            for m in ("spec", "rtl", "decoupled")
+        ]
         biggest = []
         for m in ("spec", "rtl", "decoupled"):
             s = models[m]
@@ -357,14 +366,22 @@ def replay_section(d: dict) -> str:
         rtl = models["rtl"]["counters"]
         biggest.append(
             f"rtl issue stalls {rtl.get('issue_stall_cycles', 0):,} cycles, "
-            f"{rtl.get('blind_fences', 0)} of {rtl.get('fences', 0)} fences blind to DONE"
+            f"{rtl.get('blind_fences', 0):,} of {rtl.get('fences', 0):,} fences blind to DONE"
         )
-        rows.append([step, listed, *tok, "; ".join(biggest)])
-    head = ["step (critical-path)", "list schedule", "spec", "rtl", "decoupled", "biggest cost"]
+        rows.append([step, listed, *cells, "; ".join(biggest)])
+    head = [
+        "step (critical-path)",
+        "list schedule: cycles, tok/s",
+        "spec tok/s (makespan x list)",
+        "rtl",
+        "decoupled",
+        "biggest cost (share of the makespan)",
+    ]
     text = (
-        "**Timing replay of the emitted program** (`bench_replay.py`; tok/s are model "
-        "estimates on the named profile, no board has been timed: the list schedule beside "
-        "the replay of its own program under the three issue models)\n\n" + _table(head, rows)
+        "**Timing replay of the emitted program** (`bench_replay.py`; cycles and tok/s are "
+        "model estimates on the named profile, no board has been timed: the list schedule "
+        "beside the replay of its own program under the three issue models; a cut step has "
+        "no tok/s)\n\n" + _table(head, rows)
     )
     if errors:
         text += "\n\n" + "\n".join(errors)
