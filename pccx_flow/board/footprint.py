@@ -202,8 +202,9 @@ def _footprint(program: Program, profile: Profile, i: int, ins, slots: dict) -> 
 
 
 def host_step_elements(step: dict) -> int:
-    """Elements a host step processes: its largest output or operand (as the graph counts
-    host work), from the call the program records."""
+    """Elements a host step processes: its largest output or operand, from the call the
+    program records. This is the graph's default count for host work; the few host kernels
+    whose count the graph sets by hand (e.g. the attention bookkeeping) differ slightly."""
     call = step.get("call", {})
     outs = [math.prod(t["shape"]) for t in call.get("outputs", [])]
     ins = [math.prod(t["shape"]) for t in call.get("inputs", [])]

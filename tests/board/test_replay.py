@@ -153,6 +153,14 @@ def test_a_profile_without_issue_costs_is_refused(tmp_path):
 # --- a real program: the tiny step -----------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def spec_program():
+    """A tiny program of this module's own (other modules edit the session-wide one)."""
+    from .conftest import lowered
+
+    return lowered("v002-spec", "critical-path")
+
+
 def test_tiny_step_replays_consistently_with_its_list_schedule(spec_program):
     graph, schedule, profile, program = spec_program
     replays = replay_all(program, profile)
