@@ -246,9 +246,18 @@ def run(args: argparse.Namespace) -> int:
     layers = program_layers(program)
     list_ms = list_profile = None
     if args.list_schedule:
+        from pccx_flow.errors import ProfileError
+
         print("list-scheduling the program's step to compare ...", file=sys.stderr)
-        schedule, _, lprof = list_schedule_of(program.meta, program.meta["profile"], layers)
-        list_ms, list_profile = schedule.makespan, lprof.name
+        try:
+            schedule, _, lprof = list_schedule_of(program.meta, program.meta["profile"], layers)
+            list_ms, list_profile = schedule.makespan, lprof.name
+        except ProfileError:  # emitted for a profile file: only its name was recorded
+            print(
+                f"(no list schedule to compare: the program was emitted for profile "
+                f"{program.meta['profile']!r}, which is no built-in; use --no-list-schedule)",
+                file=sys.stderr,
+            )
     replays, summaries, text = replay_report(
         program, profile, models, list_ms, list_profile, whole_step=layers is None
     )

@@ -119,3 +119,16 @@ def test_trace_diff_of_replay_against_its_list_schedule(tiny_prog, tmp_path, cap
     line = next(x for x in out.splitlines() if x.startswith("first divergence: "))
     assert line.startswith("first divergence: event 0 (pre.") and "start 0 vs " in line
     assert "host-io" in out
+
+
+def test_a_program_for_a_profile_file_replays_without_its_list_schedule(tmp_path, capsys):
+    prof = tmp_path / "mine.toml"
+    prof.write_text('[profile]\nextends = "v002-spec"\nname = "mine"\n')
+    out = tmp_path / "p.prog"
+    argv = ["emit", "--preset", "tiny", "--position", "2", "--profile", str(prof), "-o", str(out)]
+    assert cli_main.main(argv) == 0
+    capsys.readouterr()
+    assert cli_main.main(["replay", str(out), "--profile", str(prof), "--issue", "spec"]) == 0
+    captured = capsys.readouterr()
+    assert "no list schedule to compare" in captured.err
+    assert "model estimate, profile mine" in captured.out
