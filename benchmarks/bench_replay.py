@@ -6,11 +6,10 @@ list-schedules the step with the L2 limit, lowers it, then replays the program u
 schedule's makespan and, per model, makespan, tok/s, the biggest cost, the split of the
 makespan and the issue-path counts. Every cycle count and tok/s is a MODEL ESTIMATE on the
 named profile (no pccx board has been timed); wall times are this machine's. A step that does
-not lower (L2 allocation) is recorded with the allocator's one-line reason; E4B layers 0:20
-are replayed as well (a cut step: makespans, no tok/s). Writes
+not lower (L2 allocation) is recorded with the allocator's one-line reason. Writes
 ``benchmarks/results/replay.json``.
 
-    python benchmarks/bench_replay.py                    # E4B at 1023 (+ layers 0:20), tiny
+    python benchmarks/bench_replay.py                    # E4B at 1023 and tiny at 63
     python benchmarks/bench_replay.py --preset tiny      # tiny only (quick)
 """
 
@@ -24,11 +23,9 @@ from measure import peak_rss_mib, write_result
 
 PROFILES = ("v002-spec", "v002-as-built")
 POSITIONS = {"e4b": 1023, "tiny": 63}
-# Extra cut cases: a run of layers that lowers while the whole E4B step does not (no tok/s).
-PARTIAL = {"e4b": (0, 20)}
 
 
-def one(preset: str, position: int, profile_name: str, layers=None) -> dict:
+def one(preset: str, position: int, profile_name: str) -> dict:
     from pccx_flow.board.lower import lower
     from pccx_flow.board.replay import replay_all, summary
     from pccx_flow.errors import PccxFlowError
@@ -46,17 +43,14 @@ def one(preset: str, position: int, profile_name: str, layers=None) -> dict:
         "profile": profile_name,
         "policy": "critical-path",
         "estimate": f"model estimate, profile {profile_name}",
-        "layers": list(layers) if layers else None,
     }
-    graph = build_decode_graph(
-        config, semantics="pccx", position=position, profile=profile, layers=layers
-    )
+    graph = build_decode_graph(config, semantics="pccx", position=position, profile=profile)
     problem = problem_from_graph(graph, profile, memory=True)
     schedule = run_policy(problem, profile, "critical-path")
     hz = float(profile.core_hz)
     case["list_schedule"] = {
         "makespan_cycles": schedule.makespan,
-        "tokens_per_second": None if layers else hz / schedule.makespan,
+        "tokens_per_second": hz / schedule.makespan,
     }
     try:
         program = lower(graph, schedule, profile, config)
@@ -70,24 +64,20 @@ def one(preset: str, position: int, profile_name: str, layers=None) -> dict:
     case["models"] = {m: summary(r) for m, r in replays.items()}
     for s in case["models"].values():
         s["vs_list_schedule"] = s["makespan_cycles"] / schedule.makespan
-        if layers:  # a few layers are not a token
-            s["tokens_per_second"] = None
     return case
 
 
 def report(c: dict) -> dict:
     """Print one case's lines; return it."""
     ls = c["list_schedule"]
-    cut = f" layers {c['layers'][0]}:{c['layers'][1]}" if c["layers"] else ""
-    head = f"{c['preset']}{cut} pos {c['position']} {c['profile']} ({c['estimate']})"
+    head = f"{c['preset']} pos {c['position']} {c['profile']} ({c['estimate']})"
     print(f"{head}: list schedule {ls['makespan_cycles']:,} cycles")
     if "error" in c:
         print(f"  does not lower: {c['error']}")
         return c
     for m, s in c["models"].items():
-        tok = f"{s['tokens_per_second']:.2f} tok/s" if s["tokens_per_second"] else "no tok/s"
         print(f"  {m:<10} {s['makespan_cycles']:>14,} cycles ({s['vs_list_schedule']:.2f} x list)"
-              f" {tok}, biggest cost {s['biggest_cost']}")  # fmt: skip
+              f" {s['tokens_per_second']:.2f} tok/s, biggest cost {s['biggest_cost']}")  # fmt: skip
     return c
 
 
@@ -99,9 +89,8 @@ def main() -> int:
     presets = args.preset or ["e4b", "tiny"]
     cases = []
     for preset in presets:
-        for layers in (None, PARTIAL.get(preset)) if preset in PARTIAL else (None,):
-            for profile in PROFILES:
-                cases.append(report(one(preset, POSITIONS[preset], profile, layers)))
+        for profile in PROFILES:
+            cases.append(report(one(preset, POSITIONS[preset], profile)))
     name = "replay" if set(presets) == set(POSITIONS) else "replay-" + "-".join(presets)
     out = write_result(
         name, {"machine": platform.platform(), "peak_rss_mb": peak_rss_mib(), "cases": cases}

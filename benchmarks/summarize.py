@@ -340,13 +340,11 @@ def compare_section(d: dict) -> str:
 
 def replay_section(d: dict) -> str:
     def cell(tok, ratio=None) -> str:
-        text = f"{tok:.2f}" if tok else "-"
-        return text + (f" ({ratio:.2f}x)" if ratio is not None else "")
+        return f"{tok:.2f}" + (f" ({ratio:.2f}x)" if ratio is not None else "")
 
     rows, errors = [], []
     for c in d["cases"]:
-        cut = f" layers {c['layers'][0]}:{c['layers'][1]}" if c.get("layers") else ""
-        step = f"{c['preset']}{cut} pos {c['position']}, {c['profile']}"
+        step = f"{c['preset']} pos {c['position']}, {c['profile']}"
         ls = c["list_schedule"]
         listed = f"{ls['makespan_cycles']:,}, " + cell(ls["tokens_per_second"])
         if "error" in c:
@@ -380,8 +378,8 @@ def replay_section(d: dict) -> str:
     text = (
         "**Timing replay of the emitted program** (`bench_replay.py`; cycles and tok/s are "
         "model estimates on the named profile, no board has been timed: the list schedule "
-        "beside the replay of its own program under the three issue models; a cut step has "
-        "no tok/s)\n\n" + _table(head, rows)
+        "beside the replay of its own program under the three issue models)\n\n"
+        + _table(head, rows)
     )
     if errors:
         text += "\n\n" + "\n".join(errors)
