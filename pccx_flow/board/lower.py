@@ -493,6 +493,8 @@ class _Lowering:
             shape_ptr=slot,
         )
         stream: dict = {"kind": kind, "bytes": nbytes, "_slots": [slot]}
+        if kind == "logits_readback":
+            stream["host_tensor"] = out["name"]  # where the host keeps this run of logits
         p = d["params"]
         if kind in ("kv_read", "kv_write"):
             region = self.ddr["kv"][f"{p['cache_layer']}.{p['kind']}"]

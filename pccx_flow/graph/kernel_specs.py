@@ -110,7 +110,7 @@ inputs: operands a, b. output: y [len(a)].""",
     "max_const": "HOST: y = maximum(x, params.value). inputs: x. output: y.",
     "tanh": "HOST: y = tanh(x). inputs: x (operand 0). output: y.",
     "softcap": """HOST: y = cap * tanh(x / cap), cap = params.cap (30.0).
-inputs: x. output: y.""",
+inputs: x (operand 0: the concat of its parts, e.g. the read-back runs of logits). output: y.""",
     "sum": "HOST: s = [sum(x)] over partial sums. inputs: operand 0 = concat. output: s [1].",
     "attn_combine": """HOST: one head's attention output from its key tiles (split-K softmax).
 inputs: operand 0 = the tiles' maxima m [T] (each tile's emax), operand 1 = their sums
@@ -169,8 +169,8 @@ output: rows [b - a, kv_dim] in the cache dtype = cache[cache_layer][a:b].""",
 state. No inputs. params: {"source": "state", "field": "xs", "row": k} | {"field": "pli",
 "layer": i} | {"field": "kv_new", "cache_layer": i, "kind": "k"|"v"}.
 output: the stored vector (xs row [D] float32; pli [ple_dim] float32; kv row [kv_dim]).""",
-    "readback": """MEMCPY of the soft-capped logits to the host.
-inputs: the logit tiles (operand 0 = concat). output: logits [vocab] float32.""",
+    "readback": """MEMCPY of one run of logits (<= 2,048, the LM head's tiles) to the host.
+inputs: the logit tiles (operand 0 = concat). output: the run [n] float32 in host memory.""",
     # ---------------------------------------------------------------- MEMSET --------------
     "memset": """MEMSET of a constant-cache slot. No inputs. params: {"value": v, "what": name,
 "slot": s}. output: [v] float32 (e.g. the layer's RoPE theta).""",

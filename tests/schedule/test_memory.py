@@ -252,6 +252,57 @@ def test_no_schedule_the_validator_accepts_exceeds_a_capacity(case, data):
         assert peak <= capacity
 
 
+@st.composite
+def dags_with_holds(draw):
+    """As `dags_with_demands`, but each node's bytes split into holds over subsets of its
+    successors (one tensor per reader set), as decode graphs have them."""
+    g, lanes, costs, _ = draw(dags_with_demands())
+    holds = {}
+    for v in g.nodes:
+        succs = sorted(g.successors(v))
+        parts = []
+        for _ in range(draw(st.integers(0, 2))):
+            readers = draw(st.lists(st.sampled_from(succs), unique=True)) if succs else []
+            parts.append((tuple(readers), {L2: draw(st.integers(1, 40))}))
+        holds[v] = parts
+    return g, lanes, costs, holds
+
+
+def sequential_hold_peak(order, holds) -> int:
+    """Peak bytes when the nodes run one at a time in `order`: each hold resident from its
+    node's turn until its last reader's turn (written from the definition)."""
+    pos = {v: i for i, v in enumerate(order)}
+    spans = [
+        (pos[v], max([pos[v]] + [pos[r] for r in readers]), row[L2])
+        for v, parts in holds.items()
+        for readers, row in parts
+    ]
+    return max((sum(b for a, z, b in spans if a <= i <= z) for i in range(len(order))), default=0)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dags_with_holds(), st.integers(0, 60), st.sampled_from(["program-order", "critical-path"]))
+def test_holds_fit_validate_and_never_deadlock_when_one_at_a_time_fits(case, slack, policy):
+    g, lanes, costs, holds = case
+    order = SchedulingProblem(g, lanes, costs).order
+    capacity = sequential_hold_peak(order, holds) + slack
+    p = SchedulingProblem(g, lanes, costs, capacities={L2: capacity}, holds=holds)
+    try:
+        s = run_on_problem(make_policy(policy), p, label=policy, profile="none")
+    except PolicyError as exc:  # only an order other than the problem's may deadlock
+        assert policy != "program-order" and "memory deadlock" in str(exc)
+        return
+    assert max((b for _, b in l2_occupancy(s, p)), default=0) <= capacity  # and validated
+    tight = SchedulingProblem(g, lanes, costs, capacities={L2: capacity // 2}, holds=holds)
+    peak = max((b for _, b in l2_occupancy(s, p)), default=0)
+    try:
+        validate_schedule(s, tight)
+    except ScheduleError:
+        assert peak > capacity // 2
+    else:
+        assert peak <= capacity // 2
+
+
 # --- decode graphs ------------------------------------------------------------------------
 
 
