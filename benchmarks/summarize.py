@@ -366,6 +366,54 @@ def compare_section(d: dict) -> str:
     return "\n\n".join(parts)
 
 
+def replay_section(d: dict) -> str:
+    def cell(tok, ratio=None) -> str:
+        return f"{tok:.2f}" + (f" ({ratio:.2f}x)" if ratio is not None else "")
+
+    rows, errors = [], []
+    for c in d["cases"]:
+        step = f"{c['preset']} pos {c['position']}, {c['profile']}"
+        ls = c["list_schedule"]
+        listed = f"{ls['makespan_cycles']:,}, " + cell(ls["tokens_per_second"])
+        if "error" in c:
+            rows.append([step, listed, "-", "-", "-", "does not lower (below)"])
+            errors.append(f"- {step}: {c['error']}")
+            continue
+        models = c["models"]
+        cells = [
+            cell(models[m]["tokens_per_second"], models[m]["vs_list_schedule"])
+            for m in ("spec", "rtl", "decoupled")
+        ]
+        biggest = []
+        for m in ("spec", "rtl", "decoupled"):
+            s = models[m]
+            share = s["time_slices_cycles"][s["biggest_cost"]] / s["makespan_cycles"]
+            biggest.append(f"{m}: {s['biggest_cost']} {100 * share:.0f} %")
+        rtl = models["rtl"]["counters"]
+        biggest.append(
+            f"rtl issue stalls {rtl.get('issue_stall_cycles', 0):,} cycles, "
+            f"{rtl.get('blind_fences', 0):,} of {rtl.get('fences', 0):,} fences blind to DONE"
+        )
+        rows.append([step, listed, *cells, "; ".join(biggest)])
+    head = [
+        "step (critical-path)",
+        "list schedule: cycles, tok/s",
+        "spec tok/s (makespan x list)",
+        "rtl",
+        "decoupled",
+        "biggest cost (share of the makespan)",
+    ]
+    text = (
+        "**Timing replay of the emitted program** (`bench_replay.py`; cycles and tok/s are "
+        "model estimates on the named profile, no board has been timed: the list schedule "
+        "beside the replay of its own program under the three issue models)\n\n"
+        + _table(head, rows)
+    )
+    if errors:
+        text += "\n\n" + "\n".join(errors)
+    return text
+
+
 SECTIONS = {
     "graph": graph_section,
     "schedulers": schedulers_section,
@@ -378,6 +426,7 @@ SECTIONS = {
     "execute": execute_section,
     "float64": float64_section,
     "dashboard": dashboard_section,
+    "replay": replay_section,
 }
 
 

@@ -18,7 +18,7 @@ def test_readme_quotes_what_the_commands_print():
         [sys.executable, str(script)], capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "5 of 5 quoted outputs match" in done.stdout
+    assert "6 of 6 quoted outputs match" in done.stdout
 
 
 def test_a_stale_quote_is_caught(tmp_path):

@@ -29,6 +29,7 @@ EPILOG = f"""examples:
   pccx-flow schedule --gantt step.svg                 # Gantt chart (svg, png or html)
   pccx-flow schedule --pccx step.pccx                 # pccx-lab trace of the schedule
   pccx-flow schedule --no-memory                      # without the L2 limit, to compare
+  pccx-flow schedule --preset tiny --issue all        # + timing replay of its program
   pccx-flow schedule --policy mypkg.sched:MyPolicy    # a policy class on sys.path
   pccx-flow schedule --dag my.json --policy heft      # your own DAG (JSON or GraphML)
 
@@ -83,6 +84,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "must (default); --no-memory schedules without that limit, to see what it costs",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    from pccx_flow.cli.replay import add_issue_arg
+
+    add_issue_arg(p, default=None)  # lower the step and replay it (see `pccx-flow replay`)
     p.set_defaults(func=run)
 
 
@@ -153,6 +157,11 @@ def run(args: argparse.Namespace) -> int:
         metrics["tokens_per_second"] = metrics["largest_bound_tokens_per_second"] = None
     print(format_summary(metrics, context))
     print(f"(scheduled in {t2 - t1:.2f} s of wall time on this machine)")
+    if args.issue is not None:
+        from pccx_flow.cli.replay import print_step_replay
+
+        whole = not context["partial"]
+        print_step_replay(graph, schedule, profile, config, args.issue, args.memory, whole)
 
     if args.json is not None:
         with writing(args.json):

@@ -142,6 +142,15 @@ SCHEMA: dict[str, dict[str, str]] = {
         "poll_timeout_seconds": "num",
     },
 }
+# Tables a profile may leave out (their dataclass field is then None).
+OPTIONAL_SECTIONS = ("issue",)
+SCHEMA["issue"] = {
+    "word_write_axi_clocks": "int",
+    "kick_write_axi_clocks": "int",
+    "poll_read_axi_clocks": "int",
+    "decode_cycles": "int",
+    "decoupled_queue_depth": "int",
+}
 _NAMED_TABLES = {"sfu": "latency_cycles", "registers": "datamover_pages"}
 _SECTIONS = ("profile", "lanes", *SCHEMA)
 
@@ -236,6 +245,21 @@ class Memory:
 
 
 @dataclass(frozen=True)
+class IssuePath:
+    """What it costs the host to feed the NPU's command path, for the timing replay.
+
+    Optional in a profile file (a profile without ``[issue]`` cannot be replayed): pccx never
+    measured any of these, so every built-in value is tagged ``assumed``.
+    """
+
+    word_write_axi_clocks: int
+    kick_write_axi_clocks: int
+    poll_read_axi_clocks: int
+    decode_cycles: int
+    decoupled_queue_depth: int
+
+
+@dataclass(frozen=True)
 class RegisterMap:
     """The NPU's AXI-Lite window and DataMover helper pages, for a board backend."""
 
@@ -272,6 +296,7 @@ class Profile:
     memory: Memory
     registers: RegisterMap
     provenance: dict[str, Provenance] = field(default_factory=dict)  # "section.field" -> tag
+    issue: IssuePath | None = None  # host-side issue costs ([issue], optional)
 
     def lane_ids(self) -> list[tuple[str, str]]:
         """Every lane as ``(lane_id, lane_class)``, classes in `LANE_CLASSES` order."""
@@ -527,6 +552,7 @@ def _build(raw: dict, where: str) -> Profile:
             "fields 'registers.busy_bit' and 'registers.done_bit' must be two different bits"
             " of the 32-bit status word (0..31)"
         )
+    issue = IssuePath(**r.section("issue")) if "issue" in raw else None
     return Profile(
         name=head["name"],
         description=head["description"],
@@ -544,4 +570,5 @@ def _build(raw: dict, where: str) -> Profile:
         memory=Memory(**r.section("memory")),
         registers=RegisterMap(**regs),
         provenance=dict(r.provenance),
+        issue=issue,
     )

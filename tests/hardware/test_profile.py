@@ -318,3 +318,20 @@ def test_huge_profile_file_is_refused(tmp_path):
     path.write_text("# padding\n" * (MAX_PROFILE_BYTES // 10 + 10))
     with pytest.raises(ProfileError, match="is larger than"):
         load_profile(path)
+
+
+@pytest.mark.parametrize("name", ["v002-spec", "v002-as-built"])
+def test_issue_costs_are_tagged_and_optional(name, tmp_path):
+    p = load_profile(name)
+    assert p.issue is not None and p.issue.decode_cycles == 1
+    assert p.provenance["issue.word_write_axi_clocks"].tag == "assumed"
+    assert p.provenance["issue.decoupled_queue_depth"].tag == "assumed"
+    without = tmp_path / "p.toml"
+    without.write_text(_builtin_text(name).split("\n[issue]")[0])
+    assert load_profile(without).issue is None  # a profile may leave [issue] out
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        f'[profile]\nextends = "{name}"\nname = "x"\n\n[issue]\npoll_read_axi_clocks = 0\n'
+    )
+    with pytest.raises(ProfileError, match="issue.poll_read_axi_clocks"):
+        load_profile(bad)

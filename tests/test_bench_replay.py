@@ -1,0 +1,27 @@
+"""The replay benchmark on a small step, and the README table it feeds."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def test_bench_replay_case_and_its_readme_table(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    bench = importlib.import_module("bench_replay")
+    summarize = importlib.import_module("summarize")
+    case = bench.one("tiny", 9, "v002-as-built")
+    assert "error" not in case
+    models = case["models"]
+    assert set(models) == {"spec", "rtl", "decoupled"}
+    for s in models.values():
+        assert s["estimate"] == "model estimate, profile v002-as-built"
+        assert sum(s["time_slices_cycles"].values()) == s["makespan_cycles"]
+    table = summarize.replay_section({"cases": [case]})
+    assert "| tiny pos 9, v002-as-built |" in table
+    assert "model estimates" in table
+    sys.modules.pop("bench_replay", None)
+    sys.modules.pop("summarize", None)
