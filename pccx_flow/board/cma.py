@@ -17,6 +17,7 @@ plain file mapped in memory with a made-up physical address, for tests and rehea
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 from dataclasses import dataclass, field
@@ -49,7 +50,9 @@ class Buffer:
 
     def close(self) -> None:
         if not self.mem.closed:
-            self.mem.close()
+            # numpy views may still point into it: then it is unmapped when they go
+            with contextlib.suppress(BufferError):
+                self.mem.close()
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -76,7 +79,9 @@ class UdmabufSource:
     asked for (load the module with e.g. ``udmabuf0=0x10000000 udmabuf1=0x100000``).
     """
 
-    def __init__(self, devices: list[str], sysfs: Path = SYSFS_UDMABUF, dev_root: Path = Path("/dev")):
+    def __init__(
+        self, devices: list[str], sysfs: Path = SYSFS_UDMABUF, dev_root: Path = Path("/dev")
+    ):
         self.devices = list(devices)
         self.sysfs = Path(sysfs)
         self.dev_root = Path(dev_root)

@@ -127,7 +127,7 @@ class DeviceModel:
 
     def _corrupt(self, index: int, word: int) -> None:
         """Flip the lowest mantissa bit of the first value word `index` wrote (a test fault)."""
-        for addr, dtype, _ in (self.em.record or {}).get(index, []):
+        for addr, _dtype, _ in (self.em.record or {}).get(index, []):
             u = addr * UNITS_PER_WORD
             v = self.em.b.l2[u : u + 1]
             v[...] = np.nextafter(v.astype(np.float32), np.float32(np.inf))

@@ -111,7 +111,5 @@ def run_step(
             rows.setdefault(kv["layer"], {})[kv["kind"]] = np.frombuffer(raw, "<f2").astype(
                 np.float16
             )
-    kv_rows = {
-        layer: (r["k"], r["v"]) for layer, r in sorted(rows.items()) if len(r) == 2
-    }
+    kv_rows = {layer: (r["k"], r["v"]) for layer, r in sorted(rows.items()) if len(r) == 2}
     return StepResult(logits, kv_rows, report)

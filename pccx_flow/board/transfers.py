@@ -73,9 +73,7 @@ def embed_row(stream: dict, token_id: int) -> int:
     return t
 
 
-def word_transfers(
-    program, index: int, token_id: int, staging: int
-) -> tuple[list[Transfer], int]:
+def word_transfers(program, index: int, token_id: int, staging: int) -> tuple[list[Transfer], int]:
     """The transfers of word `index`; `staging` is the next free staging offset (returned)."""
     s = program.streams.get(index)
     if not s:
@@ -97,9 +95,7 @@ def word_transfers(
     elif s.get("kind") == "kv_read":
         out.append(Transfer("acp_in", "image", s["ddr_offset"], s["ddr_bytes"], index, "kv_read"))
     elif s.get("kind") == "kv_write":
-        out.append(
-            Transfer("acp_out", "image", s["ddr_offset"], s["ddr_bytes"], index, "kv_write")
-        )
+        out.append(Transfer("acp_out", "image", s["ddr_offset"], s["ddr_bytes"], index, "kv_write"))
     elif s.get("kind") == "embed_fetch":
         key = s["embed"]["key"]
         e = program.ddr["tensors"][key]

@@ -77,6 +77,7 @@ SUBCOMMANDS = (
     "emit",
     "disasm",
     "emulate",
+    "dispatch",
     "isa",
 )
 
