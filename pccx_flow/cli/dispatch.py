@@ -279,7 +279,9 @@ def _run_fake(
             if _show is not None:
                 _show(done, total)
 
-    dev = FakeDevice(folder, regs, answer_timeout=5.0)
+    # a silent fake is given up on like a poll (not sooner than 2 s: a loaded CI machine)
+    answer = regs.poll_timeout_seconds if args.timeout is None else args.timeout
+    dev = FakeDevice(folder, regs, answer_timeout=max(answer, 2.0))
     model.attach(dev)
     if args.fake_done_rule == "cvo":
         dev.done_when = lambda words: any(decode(w).op == "CVO" for w in words)
