@@ -138,8 +138,14 @@ class Emulator:
 
     # --- the program -----------------------------------------------------------------------
 
-    def run(self) -> tuple[np.ndarray, dict[int, tuple[np.ndarray, np.ndarray]]]:
-        """Execute every step; return the logits and the new K, V row of each cache layer."""
+    def run(
+        self, need_logits: bool = True
+    ) -> tuple[np.ndarray | None, dict[int, tuple[np.ndarray, np.ndarray]]]:
+        """Execute every step; return the logits and the new K, V row of each cache layer.
+
+        A part of a step (an ``emit --bisect`` prefix) reads no logits: pass
+        ``need_logits=False`` and the logits are None.
+        """
         for step in self.p.steps:
             if step["kind"] == "batch":
                 for i in range(step["start"], step["end"]):
@@ -154,7 +160,7 @@ class Emulator:
                 self.done_upto = self.index + 1
             else:
                 self.host_step(step)
-        if self.logits is None:
+        if self.logits is None and need_logits:
             raise EmulationError("the program never read the logits back")
         rows = {
             layer: (kv["k"], kv["v"]) for layer, kv in sorted(self.kv_rows.items()) if len(kv) == 2

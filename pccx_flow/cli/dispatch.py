@@ -350,7 +350,6 @@ def _print_result(args, program, result, where: str, golden_checked: bool | None
 
     r, meta = result.report, program.meta
     logits = result.logits
-    top = np.argsort(-logits, kind="stable")[: args.top_k]
     print(
         f"dispatched {meta['config']} position {meta['position']} ({meta['policy']},"
         f" {meta['profile']}) to {where}"
@@ -360,10 +359,16 @@ def _print_result(args, program, result, where: str, golden_checked: bool | None
         f" {r.descriptors} DataMover commands, {r.polls} status polls; {r.seconds:.2f} s wall"
         " time of this host (not an NPU time)"
     )
-    print(
-        f"  argmax {int(top[0])}; top-{args.top_k}: "
-        + ", ".join(f"{int(t)} ({float(logits[t]):.4g})" for t in top)
-    )
+    if logits is None:
+        print(
+            f"  no logits: the program ({meta.get('bisect', 'a part of a step')}) reads none back"
+        )
+    else:
+        top = np.argsort(-logits, kind="stable")[: args.top_k]
+        print(
+            f"  argmax {int(top[0])}; top-{args.top_k}: "
+            + ", ".join(f"{int(t)} ({float(logits[t]):.4g})" for t in top)
+        )
     print(f"  KV rows written for {len(result.kv_rows)} cache layers")
     if golden_checked:
         print(f"  L2 matched the golden words after every one of {r.batches} batches")
