@@ -82,6 +82,7 @@ class DeviceModel:
         # what the word needs (the device knows the tile from the sidecar, as a real
         # DataMover knows it from its command); token 0 is a placeholder for the embedding row
         wants, _ = word_transfers(self.program, index, 0, 0)
+        row = -1
         for want in wants:
             cmd = regmap.decode_command(self._take(want.page, index))
             if cmd.tag != index & 0xF:
@@ -95,11 +96,20 @@ class DeviceModel:
                 src = image.view(off, (runs - 1) * stride + run)
                 expect = b"".join(bytes(src[r * stride : r * stride + run]) for r in range(runs))
             elif want.what in ("embed", "embed_scale"):
+                # the row is whichever the host pointed the command at: one whole row of the
+                # table (and, for INT4, that same row's scale)
                 base = self.layout["tensors"][self.program.streams[index]["embed"]["key"]]
+                n_rows = base["shape"][0]
                 if want.what == "embed":
-                    row = (cmd.addr - image.phys - base["offset"]) // want.nbytes
+                    row, rest = divmod(cmd.addr - image.phys - base["offset"], want.nbytes)
+                    if rest or not 0 <= row < n_rows:
+                        row = -1
                     em.token_id = row
-                expect = got if cmd.length_bytes == want.nbytes else b""
+                    want_addr = image.phys + base["offset"] + row * want.nbytes
+                else:
+                    want_addr = image.phys + base["scale_offset"] + 4 * em.token_id
+                ok = row >= 0 and cmd.addr == want_addr and cmd.length_bytes == want.nbytes
+                expect = got if ok else None
             else:
                 expect = bytes(image.view(want.offset, want.nbytes))
             if got != expect:
