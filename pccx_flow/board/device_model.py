@@ -20,8 +20,6 @@ run against this model's L2 (`run_host_step`). `read_l2` is the fake device's re
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from pccx_flow.board import regmap
@@ -161,7 +159,3 @@ class DeviceModel:
         u = addr * UNITS_PER_WORD
         values = self.em.b.l2[u : u + n * step : step]
         return np.asarray(values, dtype="<f2" if dtype == "float16" else "<f4").tobytes()
-
-
-def words_of(nbytes: int) -> int:
-    return math.ceil(nbytes / 16)

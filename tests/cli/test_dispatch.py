@@ -136,3 +136,21 @@ def test_real_device_refusals_are_one_line(emitted, capsys, tmp_path):
     assert code == 2 and "need --fake-device" in _one_error_line(err)
     code, _, err = _dispatch(capsys, prog, ckpt, "--fake-device", "--fake-fault", "boom")
     assert code == 2 and "--fake-fault 'boom'" in _one_error_line(err)
+
+
+def test_a_board_run_warns_about_batches_without_cvo_before_opening_the_device(
+    emitted, capsys, tmp_path
+):
+    from pccx_flow.board.bisect import bisect_programs
+
+    prog, _, ckpt = emitted
+    memcpy = next(s for s in bisect_programs(read_program(prog)) if s.name == "memcpy")
+    write_program(memcpy.program, tmp_path / "memcpy.prog")
+    code, _, err = _dispatch(
+        capsys, tmp_path / "memcpy.prog", ckpt, "--device", str(tmp_path / "uio9")
+    )
+    warning, error = err.splitlines()
+    assert code == 2
+    assert warning.startswith("pccx-flow: warning: 1 of the program's batches (first: batch 0)")
+    assert "raises DONE only when a CVO completes" in warning
+    assert error.startswith(PREFIX + f"cannot open {tmp_path / 'uio9'}")
