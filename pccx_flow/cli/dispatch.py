@@ -15,15 +15,17 @@ EPILOG = """examples:
   pccx-flow emit --preset tiny --position 5 -o step.prog
   pccx-flow dispatch step.prog --weights ckpt/ --fake-device          # rehearsal, no board
   pccx-flow dispatch step.prog --weights ckpt/ --fake-device --check-golden gold/
-  sudo pccx-flow dispatch step.prog --weights ckpt/ --profile v002-as-built   # on a KV260
+  pccx-flow emit --preset tiny --bisect bring-up/ --weights ckpt/
+  sudo pccx-flow dispatch bring-up/1-memcpy.prog --weights ckpt/    # on a KV260
 
 On a board: finds the NPU's /dev/uioN by UIO name (or --device), maps its register window
 with the profile's register map, allocates the DDR image and the activation buffer from
 u-dma-buf devices (--buffers), loads the weights and the KV cache of the earlier positions
 (decoded by the reference from --tokens), then writes each batch (<= 8 words) and its kick,
-pushes each word's DataMover commands, polls status with the profile's timeout and runs the
-host steps in between. Prints argmax, top-k and a summary. No board was available to test
-this: see README, "Running on a KV260".
+pushes each word's DataMover commands and polls status with the profile's timeout. Programs
+with host steps are refused on a board (v002 gives the host no L2 access but MEMCPY words),
+so today only `emit --bisect` prefixes can go there. Prints argmax, top-k and a summary.
+No board was available to test this: see README, "Running on a KV260".
 
 --fake-device is a test and rehearsal aid, NOT a board: a memory-mapped file stands in for
 the register window, file-backed buffers for u-dma-buf, and a device thread runs the
