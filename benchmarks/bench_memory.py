@@ -4,13 +4,15 @@ For each (profile, position, policy): schedule the step with `problem_from_graph
 memory=True)` (L2 and, on v002-as-built, the SFU's 256 KiB reach as capacities; KV reads
 per key tile, issued just ahead of use), validate it (the validator recomputes occupancy),
 and record whether it fits, the L2 peak and mean, the cycles nodes waited for memory and
-the makespan (`bench_schedulers.py` compares makespans with and without the constraint at
+the makespan, and whether its program lowers (the allocator places it in L2)
+(`bench_schedulers.py` compares makespans with and without the constraint at
 position 1023; here, to keep the run short, only the constrained schedule is made). A policy
 whose order cannot fit is recorded with the one-line error it raised. Makespans are model
 estimates on the named profile, never measured on a board.
 
     python benchmarks/bench_memory.py                         # 0, 1023, 4095, 8191
     python benchmarks/bench_memory.py --positions 1023 --profiles v002-spec
+    python benchmarks/bench_memory.py --no-lower  # schedules only, no programs
 
 Writes benchmarks/results/memory.json.
 """
@@ -30,6 +32,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 from pccx_flow.errors import PccxFlowError  # noqa: E402
 from pccx_flow.graph.build import build_decode_graph  # noqa: E402
 from pccx_flow.hardware.profile import load_profile  # noqa: E402
+from pccx_flow.model.config import get_config  # noqa: E402
 from pccx_flow.schedule.metrics import memory_metrics  # noqa: E402
 from pccx_flow.schedule.problem import problem_from_graph  # noqa: E402
 from pccx_flow.schedule.registry import BUILTIN_POLICIES, make_policy, run_on_problem  # noqa: E402
@@ -37,7 +40,31 @@ from pccx_flow.schedule.registry import BUILTIN_POLICIES, make_policy, run_on_pr
 HERE = Path(__file__).resolve().parent
 
 
-def bench(profile_name: str, position: int, done=lambda rows: None) -> list[dict]:
+def lower_row(graph, schedule, profile) -> dict:
+    """Whether the schedule lowers to a program (L2 placement by `board.lower`), and its
+    summary: the allocator must also find contiguous room, which the schedule alone does not
+    promise."""
+    from pccx_flow.board.lower import lower
+
+    t = time.perf_counter()
+    try:
+        program = lower(graph, schedule, profile, get_config("e4b"))
+    except PccxFlowError as exc:
+        return {"lowers": False, "lower_error": str(exc), "lower_seconds": time.perf_counter() - t}
+    s = program.summary
+    return {
+        "lowers": True,
+        "lower_seconds": time.perf_counter() - t,
+        "program_words": s["words"],
+        "program_fences": s["fences"],
+        "program_l2_peak_bytes": s["l2_peak_bytes"],
+        "program_l2_fragmentation": s["l2_fragmentation"],
+    }
+
+
+def bench(
+    profile_name: str, position: int, done=lambda rows: None, lower: bool = False
+) -> list[dict]:
     profile = load_profile(profile_name)
     graph = build_decode_graph("e4b", position=position, profile=profile)
     bound = problem_from_graph(graph, profile, memory=True)
@@ -54,9 +81,12 @@ def bench(profile_name: str, position: int, done=lambda rows: None) -> list[dict
             row.update(fits=True, seconds=time.perf_counter() - t, makespan_cycles=s.makespan)
             row["tokens_per_second_estimate"] = profile.core_hz / s.makespan
             row.update(memory_metrics(s, bound))
+            if lower:
+                row.update(lower_row(graph, s, profile))
         print(
             f"  {profile.name} p={position} {name}: "
-            + (f"fits, {row['seconds']:.2f} s" if row["fits"] else "DOES NOT FIT"),
+            + (f"fits, {row['seconds']:.2f} s" if row["fits"] else "DOES NOT FIT")
+            + ({True: ", lowers", False: ", DOES NOT LOWER"}.get(row.get("lowers"), "")),
             file=sys.stderr,
         )
         rows.append(row)
@@ -69,12 +99,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--positions", type=int, nargs="+", default=[0, 1023, 4095, 8191])
     parser.add_argument("--profiles", nargs="+", default=["v002-spec", "v002-as-built"])
     parser.add_argument("--out", type=Path, default=HERE / "results" / "memory.json")
+    parser.add_argument(
+        "--no-lower", dest="lower", action="store_false",
+        help="do not lower each fitting schedule to a program (faster)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     rows: list[dict] = []
     for p in args.profiles:
         for pos in args.positions:
             # written after each policy, so a long run keeps what it has done
-            rows += bench(p, pos, lambda new, rows=rows: write(args.out, rows + new))
+            rows += bench(
+                p, pos, lambda new, rows=rows: write(args.out, rows + new), lower=args.lower
+            )
     print(f"{'profile':<14}{'pos':>5} {'policy':<14}{'fits':>5}{'L2 peak KiB':>12}"
           f"{'wait Mcyc':>10}{'tok/s':>7}")  # fmt: skip
     for r in rows:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ORDER = (
-    "graph", "schedulers", "compare", "render", "weights", "reference", "execute", "float64",
-    "dashboard", "lower",
+    "graph", "schedulers", "memory", "compare", "render", "weights", "reference", "execute",
+    "float64", "dashboard", "lower",
 )  # fmt: skip
 
 

@@ -249,17 +249,45 @@ def memory_section(d: dict) -> str:
                  f"{r['l2_peak_bytes'] / 2**20:.2f} MiB",
                  "-" if r.get("l2_reach_peak_bytes") is None
                  else f"{r['l2_reach_peak_bytes'] / 1024:.0f} KiB",
-                 f"{r['makespan_cycles']:,}", f"{r['tokens_per_second_estimate']:.2f}"]
+                 f"{r['makespan_cycles']:,}", f"{r['tokens_per_second_estimate']:.2f}",
+                 {True: "yes", False: "**no**"}.get(r.get("lowers"), "-")]
             )  # fmt: skip
         else:
             rows.append(
-                [r["profile"], str(r["position"]), r["policy"], "**no**", "-", "-", "-", "-"]
-            )
+                [r["profile"], str(r["position"]), r["policy"], "**no**", "-", "-", "-", "-",
+                 "-"]
+            )  # fmt: skip
     head = ["profile", "position", "policy", "fits", "L2 peak", "SFU-reach peak",
-            "makespan (cycles)", "tok/s (estimate)"]  # fmt: skip
+            "makespan (cycles)", "tok/s (estimate)", "lowers"]  # fmt: skip
     return (
-        "**L2 as a constraint over the context** (`bench_memory.py`; every policy, validated "
-        "occupancy; makespans are model estimates)\n\n" + _table(head, rows)
+        "**L2 as a constraint over the context** (`bench_memory.py`; every policy, "
+        "validated occupancy; makespans are model estimates; *lowers*: the program's L2 "
+        "allocator also placed it)\n\n" + _table(head, rows)
+    )
+
+
+def lower_section(d: dict) -> str:
+    rows = []
+    for c in d["cases"]:
+        s = c["summary"]
+        if not c["fits"]:
+            rows.append([str(c["position"]), c["profile"], _secs(c["lower_seconds_median"]),
+                         "**does not fit**", "-", "-", "-", "-", "-"])  # fmt: skip
+            continue
+        ops = ", ".join(f"{k} {v:,}" for k, v in s["by_opcode"].items())
+        rows.append(
+            [str(c["position"]), c["profile"], _secs(c["lower_seconds_median"]),
+             f"{s['instructions']:,} ({ops}) + {s['slot_memsets']:,} slot MEMSETs",
+             f"{s['batches']:,}", f"{s['fences']:,}", f"{s['host_steps']:,}",
+             f"{s['l2_peak_bytes'] / 2**20:.2f} MiB ({s['l2_fragmentation']:.1%})",
+             f"{s['slots_used']} ({s['slot_evictions']:,} evictions)"]
+        )  # fmt: skip
+    head = ["position", "profile", "lower (median)", "instructions", "batches", "fences",
+            "host steps", "L2 peak (fragmentation)", "const slots"]  # fmt: skip
+    return (
+        "**Lowering the E4B step to a program** (`bench_lower.py`: `critical-path` on the "
+        "L2-aware timeline, as `pccx-flow emit`; wall time of `lower` on this CPU; target "
+        "< 5 s at position 1023)\n\n" + _table(head, rows)
     )
 
 
@@ -342,6 +370,7 @@ SECTIONS = {
     "graph": graph_section,
     "schedulers": schedulers_section,
     "memory": memory_section,
+    "lower": lower_section,
     "compare": compare_section,
     "render": render_section,
     "weights": weights_section,

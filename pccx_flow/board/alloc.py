@@ -2,13 +2,21 @@
 
 *L2*: tensors live in 128-bit words (17-bit word addresses). A linear scan in issue order
 allocates a tensor's region when its producer is issued and frees it once its last reader has
-been issued (liveness by the schedule's order). Tensors that a CVO instruction touches must
-lie below the SFU's reach (`sfu.l2_reach_bytes`: all 1.75 MiB on v002-spec, the first 256 KiB
-as built), so they are placed first-fit from address 0 upward; every other tensor is placed
-best-fit at the top of a hole (from the top of L2 downward while L2 is empty), which keeps
-the CVO window free for the tensors that need it. Tensors that one instruction reads as one
-operand (the parts of a GEMV's input vector) are one *group*: one contiguous region, parts
-in order.
+been issued (liveness by the schedule's order). Placement is a two-ended heap, because the
+few large regions (KV tiles of 512 rows, 512 KiB each) must find a contiguous hole among many
+small ones:
+
+- tensors that a CVO instruction touches must lie below the SFU's reach
+  (`sfu.l2_reach_bytes`: all 1.75 MiB on v002-spec, the first 256 KiB as built): first fit
+  from address 0 upward;
+- other small tensors: first fit from address 0 as well (above the reach, they would split
+  the space the large ones need: as built, three KV tiles leave exactly the 256 KiB window);
+- large regions (at least 1/16 of L2): the top of the highest hole, so they stack from the
+  top and the small ones never split the space they need.
+
+Tensors that one instruction reads as one operand (the parts of a GEMV's input vector, a KV
+tile and the new row) are one *group*: one contiguous region, parts in order; each part is
+freed after its own last reader.
 
 *Constant cache*: 64 slots written by MEMSET, each holding three 16-bit values. A slot whose
 value is already resident is reused; otherwise a free slot, else the least recently used one
@@ -24,6 +32,10 @@ from dataclasses import dataclass, field
 
 from pccx_flow.board.isa import L2_WORD_BYTES
 from pccx_flow.errors import PccxFlowError
+
+# A region of at least 1/LARGE_FRACTION of L2 (a 512-row KV tile: 512 KiB of 1.75 MiB) is
+# "large" and stacks from the top; the small ones fill from the bottom.
+LARGE_FRACTION = 16
 
 
 class AllocationError(PccxFlowError):
@@ -45,11 +57,12 @@ class Region:
 
 @dataclass
 class L2Allocator:
-    """First-fit free-list allocator over ``total_words`` with a low window of ``reach_words``.
+    """Two-ended free-list allocator over ``total_words`` with a low window of ``reach_words``.
 
     ``low=True`` requests are placed first-fit from the bottom and must end within the reach;
-    the others best-fit (smallest hole that holds them), at the top of the hole. The
-    allocator tracks the peak of live words and the fragmentation at that peak.
+    small others first-fit from the bottom too; large ones at the top of the highest hole
+    (module docstring). It tracks the peak of live words and the fragmentation
+    at that peak.
     """
 
     total_words: int
@@ -66,23 +79,13 @@ class L2Allocator:
 
     def alloc(self, words: int, *, low: bool) -> int | None:
         """The start address of a new region of `words`, or None when no hole is large enough."""
-        if low:
-            for hole in self.free:
-                if hole[1] - hole[0] >= words and hole[0] + words <= self.reach_words:
-                    addr = hole[0]
-                    hole[0] += words
-                    break
-            else:
-                return None
-        else:
-            # best fit (smallest hole that holds it, highest on ties), placed at its top
-            fits = [h for h in self.free if h[1] - h[0] >= words]
-            if not fits:
-                return None
-            hole = min(fits, key=lambda h: (h[1] - h[0], -h[0]))
-            addr = hole[1] - words
-            hole[1] -= words
-        self.free = [h for h in self.free if h[1] > h[0]]
+        addr = self._place(words, low)
+        if addr is None:
+            return None
+        hole = next(h for h in self.free if h[0] <= addr and addr + words <= h[1])
+        self.free.remove(hole)
+        self.free.extend(h for h in ([hole[0], addr], [addr + words, hole[1]]) if h[1] > h[0])
+        self.free.sort()
         self.live_words += words
         if self.live_words > self.peak_words:
             self.peak_words = self.live_words
@@ -90,6 +93,17 @@ class L2Allocator:
             self.fragmentation_at_peak = 1 - self.largest_hole() / free if free else 0.0
         self.high_water = max(self.high_water, addr + words) if low else self.high_water
         return addr
+
+    def _place(self, words: int, low: bool) -> int | None:
+        """Where a region of `words` goes (see the class docstring), or None."""
+        fits = [h for h in self.free if h[1] - h[0] >= words]
+        if low:
+            return next((h[0] for h in fits if h[0] + words <= self.reach_words), None)
+        if not fits:
+            return None
+        if words * LARGE_FRACTION >= self.total_words:
+            return fits[-1][1] - words  # the top of the highest hole
+        return fits[0][0]  # small: first fit from the bottom
 
     def release(self, addr: int, words: int) -> None:
         """Give a region back, merging it with its free neighbours."""

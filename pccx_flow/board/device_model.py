@@ -8,9 +8,9 @@ DDR it reads from the DDR image the host loaded into its buffers (`ImageWeights`
 the host programmed and checks them: a weight command must point at bytes equal to the tile
 in the image, a KV or embedding command at the right rows; the token id is read off the
 embedding command's address. Results leave by the ``acp_out`` commands: the new KV row is
-written to the image's cache and the logits to the activation buffer, where the host reads
-them. A command that is missing or wrong raises, which the fake device shows as its ERROR
-bit.
+written to the image's cache and each run of logits to the activation buffer, from which
+the host steps (soft-capping) read it. A command that is missing or wrong raises, which
+the fake device shows as its ERROR bit.
 
 The host steps of a lowered program read and write L2 directly (the lowering's assumption;
 pccx v002 has no L2 path for the host other than MEMCPY words), so on the fake device they
@@ -27,7 +27,7 @@ from pccx_flow.board.cma import Buffer, resolve
 from pccx_flow.board.ddr_image import ImageKV, ImageWeights, kv_views
 from pccx_flow.board.emulate import UNITS_PER_WORD, Emulator
 from pccx_flow.board.fake_device import program_model
-from pccx_flow.board.transfers import word_transfers
+from pccx_flow.board.transfers import logits_runs, word_transfers
 from pccx_flow.errors import BoardError
 
 
@@ -118,8 +118,9 @@ class DeviceModel:
         em.word(index, word)
         for what, cmd in outgoing:
             dst = resolve(all_buffers, cmd.addr, cmd.length_bytes)
-            if what == "logits":
-                data = np.asarray(em.logits, dtype="<f4").tobytes()
+            if what == "logits":  # the run leaves the device: into the host's buffer only
+                run = em.b.host.pop(self.program.streams[index]["host_tensor"])
+                data = np.asarray(run, dtype="<f4").tobytes()
             else:
                 kv = self.program.streams[index]["kv"]
                 row = em.kv_rows[kv["layer"]][kv["kind"]]
@@ -141,10 +142,20 @@ class DeviceModel:
             v[...] = np.nextafter(v.astype(np.float32), np.float32(np.inf))
             return
 
+    @property
+    def host_memory(self) -> dict:
+        """The tensors the host steps keep on the host (the step's logits end up there)."""
+        return self.em.b.host
+
     def run_host_step(self, step: dict) -> None:
         """Run a host step against this model's L2 with the host's checkpoint."""
         em = self.em
         em.done_upto = em.index + 1  # every batch before it has raised DONE
+        act = self.buffers["act"]
+        for offset, nbytes, name in logits_runs(self.program).values():
+            if name not in em.b.host and any(t["name"] == name for t in step["call"]["inputs"]):
+                run = np.frombuffer(act.view(offset, nbytes), dtype="<f4")
+                em.b.host[name] = run.astype(em.F)  # the host reads the run from its buffer
         saved, em.weights = em.weights, self.host_weights
         try:
             em.host_step(step)

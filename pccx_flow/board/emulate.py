@@ -31,6 +31,7 @@ import numpy as np
 from pccx_flow.board.isa import KICK_MARKER, IsaError, decode
 from pccx_flow.board.program import Program
 from pccx_flow.errors import PccxFlowError
+from pccx_flow.graph.blocks_final import LOGITS
 from pccx_flow.precision import tensor_dtype
 
 UNITS_PER_WORD = 8  # 16-bit units per 128-bit L2 word
@@ -83,7 +84,6 @@ class Emulator:
         self.region_ends = [b for _, b in spans]
         self.engines: dict[int, str] = {}
         self.done_upto = 0
-        self.logits: np.ndarray | None = None
         self.kv_rows: dict[int, dict[str, np.ndarray]] = {}
         self.index = -1
         self.node = ""
@@ -160,12 +160,16 @@ class Emulator:
                 self.done_upto = self.index + 1
             else:
                 self.host_step(step)
-        if self.logits is None and need_logits:
-            raise EmulationError("the program never read the logits back")
+        logits = self.b.host.get(LOGITS)
+        if logits is None:
+            if need_logits:
+                raise EmulationError("the program never produced the logits in host memory")
+        else:
+            logits = np.asarray(logits).astype(self.F, copy=False)
         rows = {
             layer: (kv["k"], kv["v"]) for layer, kv in sorted(self.kv_rows.items()) if len(kv) == 2
         }
-        return self.logits, rows
+        return logits, rows
 
     def word(self, i: int, word: int) -> None:
         try:
@@ -348,8 +352,8 @@ class Emulator:
             self.kv_rows.setdefault(kv["layer"], {})[kv["kind"]] = row
             for addr, _, _, dtype in self.p.operands[i]["outputs"].values():
                 self.write(addr, row, dtype)
-        elif s["kind"] == "logits_readback":
-            self.logits = data.astype(F)
+        elif s["kind"] == "logits_readback":  # a run of logits, into host memory
+            self.b.host[s["host_tensor"]] = data.astype(F)
         else:
             raise self.fail(f"unknown L2->host stream {s['kind']!r}")
 

@@ -38,6 +38,9 @@ from pccx_flow.board.isa import FORMATS, KICK_MARKER, IsaError, encode, flag_bit
 from pccx_flow.board.program import Program
 from pccx_flow.graph.nodes import OP_LANE
 
+# MEMCPY kinds whose destination is L2 (the others copy L2 to the host or DDR)
+TO_L2_COPIES = ("kv_read", "embed_fetch")
+
 DTYPE_BYTES = {"float32": 4, "float16": 2, "float64": 8, "int32": 4}
 
 
@@ -114,7 +117,10 @@ class _Lowering:
             if d["op"] == "MEMSET":
                 continue  # its value lives in a constant slot, not in L2
             if d["op"] != "HOST":
-                for t in d["inputs"] + d["outputs"]:
+                # the logits read-back writes host memory only (the KV write also leaves
+                # its rounded row in L2 for this step's attention: see emulate.py)
+                to_host = d["op"] == "MEMCPY" and d.get("func") == "logits_readback"
+                for t in d["inputs"] + ([] if to_host else d["outputs"]):
                     self.npu.add(t["name"])
                     if d["op"] == "CVO":
                         self.low.add(t["name"])
@@ -160,10 +166,6 @@ class _Lowering:
         self.chain_last = chain_last
         for t in list(self.low):
             self.low.add(self.rep(t))
-        # A group is live from its first member's birth to its last member's last use.
-        self.group_last: dict[tuple, int] = {}
-        for key in set(self.group_of.values()):
-            self.group_last[key] = max(chain_last.get(p, self.last_use[p]) for p in key)
         self.region: dict[str, tuple[int, int]] = {}  # tensor -> (addr, words)
         self.group_region: dict[tuple, int] = {}
         self.writer: dict[str, tuple[int, str]] = {}  # tensor -> (word index, engine)
@@ -202,8 +204,11 @@ class _Lowering:
                 off = addr
                 for p, w in zip(key, sizes, strict=True):
                     self.region[p] = (off, w)
+                    # each part's words are freed after that part's own last reader: a KV
+                    # tile grouped with the new row dies long before the row, which later
+                    # (KV-sharing) layers keep reading
+                    self.free_at[self.chain_last.get(p, self.last_use[p])].append((off, w, (p,)))
                     off += w
-                self.free_at[self.group_last[key]].append((addr, sum(sizes), key))
             return
         w = words_for(tensor_bytes(self.info[name]))
         addr = self._take(w, name in self.low, name, node, index)
@@ -470,7 +475,7 @@ class _Lowering:
     def _memcpy(self, n: str, d: dict) -> tuple[int, dict]:
         kind = d["func"]
         out = d["outputs"][0]
-        to_npu = kind in ("kv_read", "embed_fetch")
+        to_npu = kind in TO_L2_COPIES
         local = out["name"] if to_npu else d["inputs"][0]["name"]
         parts = self.group_of.get(local, (local,))
         local_words = sum(self.region[p][1] for p in parts)
@@ -488,6 +493,8 @@ class _Lowering:
             shape_ptr=slot,
         )
         stream: dict = {"kind": kind, "bytes": nbytes, "_slots": [slot]}
+        if kind == "logits_readback":
+            stream["host_tensor"] = out["name"]  # where the host keeps this run of logits
         p = d["params"]
         if kind in ("kv_read", "kv_write"):
             region = self.ddr["kv"][f"{p['cache_layer']}.{p['kind']}"]

@@ -2,11 +2,12 @@
 
 `host_buffers` allocates the two physically contiguous buffers a step needs from a
 `pccx_flow.board.cma.BufferSource` and loads the DDR image (weights and the KV cache of the
-earlier positions) into the first; the second holds the logits the NPU writes back and the
-staging area for gathered weight tiles. `run_step` then walks the program with
+earlier positions) into the first; the second holds the runs of logits the NPU writes back
+and the staging area for gathered weight tiles. `run_step` then walks the program with
 `pccx_flow.board.dispatch.dispatch`, pushing before each batch the DataMover commands of its
 words (`pccx_flow.board.transfers`), and reads the results where the ``acp_out`` commands put
-them: the logits from the activation buffer, the step's KV rows from the image's cache.
+them: the logits runs into the activation buffer (the host steps soft-cap them into the
+step's logits), the step's KV rows from the image's cache.
 """
 
 from __future__ import annotations
@@ -21,13 +22,14 @@ from pccx_flow.board.ddr_image import load_image
 from pccx_flow.board.dispatch import Batch, Descriptor, DispatchReport, dispatch, plan
 from pccx_flow.board.transfers import (
     LOGITS_OFFSET,
-    STAGING_ALIGN,
     batch_transfers,
     check_fifo_depth,
     gather_into,
+    logits_bytes,
     staging_bytes,
 )
 from pccx_flow.board.uio import Npu
+from pccx_flow.graph.blocks_final import LOGITS
 
 
 @dataclass
@@ -39,16 +41,8 @@ class StepResult:
     report: DispatchReport
 
 
-def _logits_bytes(program) -> int:
-    """Bytes of the logits the program reads back (0 for a part of a step: `emit --bisect`)."""
-    for s in program.streams.values():
-        if s.get("kind") == "logits_readback":
-            return s["bytes"]
-    return 0
-
-
 def _staging_base(program) -> int:
-    return -(-(LOGITS_OFFSET + _logits_bytes(program)) // STAGING_ALIGN) * STAGING_ALIGN
+    return LOGITS_OFFSET + logits_bytes(program)
 
 
 def host_buffers(program, source: BufferSource, weights, k_past, v_past) -> dict[str, Buffer]:
@@ -78,10 +72,16 @@ def run_step(
     token_id: int,
     *,
     run_host_step: Callable[[dict], None] | None,
+    host_memory: dict | None = None,
     timeout: float | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> StepResult:
-    """Dispatch the program's batches and host steps; read the logits and KV rows back."""
+    """Dispatch the program's batches and host steps; read the logits and KV rows back.
+
+    The logits leave L2 in runs into the activation buffer; the host steps that follow
+    (soft-capping) make the step's logits in `host_memory` (the dict the host steps keep their
+    tensors in), which is where they are taken from.
+    """
     check_transfers(program, token_id, npu.regs.max_batch)
     image, act = buffers["image"], buffers["act"]
     base = _staging_base(program)
@@ -101,10 +101,8 @@ def run_step(
         timeout=timeout,
         progress=progress,
     )
-    n = _logits_bytes(program) // 4
-    logits = None
-    if n:
-        logits = np.frombuffer(act.view(LOGITS_OFFSET, 4 * n), dtype="<f4").astype(np.float32)
+    found = None if host_memory is None else host_memory.get(LOGITS)
+    logits = None if found is None else np.asarray(found, dtype=np.float32)
     rows: dict[int, dict[str, np.ndarray]] = {}
     for s in program.streams.values():
         if s.get("kind") == "kv_write":

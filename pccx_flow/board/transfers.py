@@ -18,6 +18,7 @@ physical once the buffers exist.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from pccx_flow.board import regmap
@@ -26,7 +27,7 @@ from pccx_flow.errors import BoardError
 
 MAX_RUN = (1 << 23) - 1  # the DataMover's 23-bit byte count
 STAGING_ALIGN = 64
-LOGITS_OFFSET = 0  # logits at the start of the activation buffer
+LOGITS_OFFSET = 0  # the logits runs start the activation buffer
 
 
 @dataclass(frozen=True)
@@ -112,8 +113,38 @@ def word_transfers(program, index: int, token_id: int, staging: int) -> tuple[li
             out.append(Transfer("acp_in", "image", e["offset"] + 4 * t * cols, 4 * cols, index,
                                 "embed"))  # fmt: skip
     elif s.get("kind") == "logits_readback":
-        out.append(Transfer("acp_out", "act", LOGITS_OFFSET, s["bytes"], index, "logits"))
+        offset = logits_runs(program)[index][0]
+        out.append(Transfer("acp_out", "act", offset, s["bytes"], index, "logits"))
     return [p for t in out for p in _split(t)], staging
+
+
+def logits_runs(program) -> dict[int, tuple[int, int, str]]:
+    """Per logits read-back word: (offset in the activation buffer, bytes, host tensor name).
+
+    The logits leave L2 in runs (one MEMCPY each); the runs lie one after the other from
+    `LOGITS_OFFSET`, in word order, each 64-byte aligned.
+    """
+    cached = getattr(program, "_logits_runs", None)  # computed once per program object
+    if cached is not None:
+        return cached
+    runs, offset = {}, LOGITS_OFFSET
+    for i in sorted(program.streams):
+        s = program.streams[i]
+        if s.get("kind") == "logits_readback":
+            runs[i] = (offset, s["bytes"], s.get("host_tensor", ""))
+            offset += -(-s["bytes"] // STAGING_ALIGN) * STAGING_ALIGN
+    with contextlib.suppress(AttributeError):  # a frozen program: recomputed each time
+        program._logits_runs = runs
+    return runs
+
+
+def logits_bytes(program) -> int:
+    """The activation buffer's logits area (0 for a part of a step: `emit --bisect`)."""
+    runs = logits_runs(program)
+    if not runs:
+        return 0
+    offset, nbytes, _ = runs[max(runs)]
+    return offset + -(-nbytes // STAGING_ALIGN) * STAGING_ALIGN - LOGITS_OFFSET
 
 
 def batch_transfers(program, first: int, words: int, token_id: int, staging_base: int):

@@ -319,6 +319,7 @@ def _run_fake(
                 buffers,
                 tokens[-1],
                 run_host_step=model.run_host_step,
+                host_memory=model.host_memory,
                 timeout=args.timeout,
                 progress=progress,
             )

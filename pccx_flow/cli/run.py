@@ -42,8 +42,11 @@ EPILOG = """examples:
   pccx-flow run --weights pccx-export/ --config cfg.json --steps 4   # no manifest
   pccx-flow run --synthetic tiny --scheduler tcp://127.0.0.1:8786     # an existing cluster
   pccx-flow run --synthetic tiny --dashboard --fuse                     # local cluster + dashboard
+  pccx-flow run --synthetic tiny --steps 8 --policy critical-path --fuse --dashboard --keep-open
   pccx-flow run --synthetic tiny --policy heft --report run.html        # performance report
   pccx-flow run --synthetic tiny --steps 8 --check --precision float64  # structure, no fp32 noise
+  pccx-flow run --synthetic tiny --steps 4 --check --backend emulator   # run the program words
+  pccx-flow run --synthetic tiny --backend emulator --numerics rtl --profile v002-as-built
 
 Times printed are CPU wall times of executing the graph on this machine, not NPU estimates.
 --check decodes each step with the reference too, from the same earlier KV rows, and exits
@@ -53,7 +56,11 @@ KV rows rounded differently: such a flip alone moves logits by ~1e-4). It prints
 largest difference and how many steps had float16 flips. On E4B, float32 rounding
 differences grow through the 35 layers (README, "Numerics"); pass --tolerance to judge
 those. With --precision float64 both sides keep activations in float64 and must agree to
-1e-9."""
+1e-9.
+
+--keep-open prints the run's table, then keeps the dashboard and its pccx lanes page up
+until Ctrl-C; that Ctrl-C is the way to close, not an interruption, so the exit status is
+still the run's (0, or 1 when --check failed). Ctrl-C during the run itself exits 130."""
 
 
 def register(subparsers) -> None:
@@ -131,6 +138,12 @@ def register(subparsers) -> None:
         "distributed scheduler costs ~0.6 ms per task: several seconds per step; --fuse helps)",
     )
     p.add_argument(
+        "--keep-open",
+        action="store_true",
+        help="with --dashboard: after the run, print its table and keep the dashboard and the "
+        "pccx lanes page up until Ctrl-C (which then exits with the run's status)",
+    )
+    p.add_argument(
         "--fuse",
         action="store_true",
         help="run the step as a few hundred larger tasks shaped for the available threads "
@@ -143,6 +156,21 @@ def register(subparsers) -> None:
         help="write Dask's performance report of the run (offline HTML) and the pccx lanes "
         "page's data beside it (OUT.lanes.html, linked from the report); runs on an "
         "in-process cluster unless --scheduler is given",
+    )
+    p.add_argument(
+        "--backend",
+        default="dask",
+        choices=("dask", "emulator"),
+        help="dask: execute the decode graph's nodes (default); emulator: lower each step to a "
+        "pccx v002 program (--policy, default critical-path, on --profile) and run its words "
+        "in the functional emulator",
+    )
+    p.add_argument(
+        "--numerics",
+        default=None,
+        choices=("spec", "rtl"),
+        help="--backend emulator: the specification's float32 math (default) or the RTL's "
+        "approximations (GELU as x*sigmoid(1.702x), saturating SIN/COS)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -179,6 +207,19 @@ def _check_options(args) -> None:
         )
     if args.scheduler and args.dashboard:
         raise InputError("--scheduler and --dashboard exclude each other; choose one")
+    if args.backend == "emulator":
+        given = {"--scheduler": args.scheduler, "--dashboard": args.dashboard,
+                 "--report": args.report, "--fuse": args.fuse}  # fmt: skip
+        dask_only = [option for option, value in given.items() if value]
+        if dask_only:
+            raise InputError(
+                f"{dask_only[0]} is an option of the dask backend; drop it or use --backend dask"
+            )
+        args.policy = args.policy or "critical-path"
+    elif args.numerics is not None:
+        raise InputError("--numerics is an option of --backend emulator; add it or drop --numerics")
+    if args.keep_open and not args.dashboard:
+        raise InputError("--keep-open keeps the --dashboard page up; add --dashboard or drop it")
     if args.report and Path(args.report).suffix.lower() != ".html":
         raise InputError(f"--report {args.report!r} must end in .html, e.g. --report run.html")
     if args.scheduler and "://" not in args.scheduler:
@@ -243,8 +284,6 @@ def _local_cluster(args):
             print(f"pccx lanes page: {page_url(client)}", flush=True)
         try:
             yield client
-            if args.dashboard and sys.stdin.isatty():
-                input("run finished; press Enter to stop the dashboard ")
         finally:
             client.close()
             cluster.close()
@@ -356,41 +395,77 @@ def run(args) -> int:
         from pccx_flow.schedule.registry import prepare_policy
 
         policy = prepare_policy(policy, timeout=args.policy_timeout)
-    with (
-        _checkpoint(args) as ckpt,
-        _dashboard_client(args) as (client, announce),
-        _report(args, client),
-    ):
+    with _checkpoint(args) as ckpt, _dashboard_client(args) as (client, announce):
         checker = None
         if args.check:
             checker = _Checker(ckpt, args.semantics, args.tolerance, args.precision)
-        result = generate(
-            ckpt,
-            prompt,
-            args.steps,
-            semantics=args.semantics,
-            temperature=args.temperature,
-            top_p=args.top_p,
-            repetition_penalty=args.repetition_penalty,
-            seed=args.seed,
-            policy=policy,
-            profile=args.profile,
-            client=client,
-            scheduler=None if client is not None else args.scheduler,
-            progress=_tty(args),
-            fuse=args.fuse,
-            precision=args.precision,
-            on_step=checker,
-            on_plan=announce,
-        )
+        emulator = _emulator_backend(args, ckpt, policy) if args.backend == "emulator" else {}
+        with _report(args, client):
+            result = generate(
+                ckpt,
+                prompt,
+                args.steps,
+                semantics=args.semantics,
+                temperature=args.temperature,
+                top_p=args.top_p,
+                repetition_penalty=args.repetition_penalty,
+                seed=args.seed,
+                policy=policy,
+                profile=args.profile,
+                client=client,
+                scheduler=None if client is not None else args.scheduler,
+                progress=_tty(args),
+                fuse=args.fuse,
+                precision=args.precision,
+                on_step=checker,
+                on_plan=announce,
+                **emulator,
+            )
+        where = "distributed" if client is not None or bool(args.scheduler) else "dask threaded"
+        if emulator:
+            where = f"pccx v002 emulator, {args.numerics or 'spec'} numerics"
+            _print_programs(emulator["run_step"].summaries, args)
+        code = _print_results(args, prompt, result, checker, where)
+        if args.keep_open:
+            _keep_open(client)
+    return code
+
+
+def _emulator_backend(args, ckpt, policy) -> dict:
+    """`generate`'s arguments for the emulator backend: per-position graphs scheduled by the
+    L2-aware timeline, and the step function that lowers and emulates them."""
+    from pccx_flow.board.backend import EmulatorSteps, emulator_graphs
+    from pccx_flow.hardware.profile import load_profile
+
+    profile = load_profile(args.profile or "v002-spec")
+    graphs = emulator_graphs(ckpt.config, args.semantics, policy, profile)
+    steps = EmulatorSteps(ckpt, profile, numerics=args.numerics or "spec")
+    return {"graph_for_position": graphs, "run_step": steps}
+
+
+def _print_programs(summaries: list[dict], args) -> None:
+    """One line on the programs the emulator ran (instruction words, not the graph)."""
+    words = [s["words"] for s in summaries]
+    fences = [s["fences"] for s in summaries]
+    peak = max(s["l2_peak_bytes"] for s in summaries)
+    print(
+        f"emulated {len(summaries)} programs ({args.policy}, {args.profile or 'v002-spec'}): "
+        f"{min(words)}-{max(words)} words, {min(fences)}-{max(fences)} fences per step, "
+        f"L2 peak {peak:,} B"
+    )
+
+
+def _print_results(args, prompt: list[int], result, checker, where: str) -> int:
+    """The run's table (tokens, per-step times, --check verdicts); returns the exit code."""
     print(f"prompt ids: {','.join(map(str, prompt))}")
     print(f"generated ids: {','.join(map(str, result.tokens))}")
     if args.precision != DEFAULT_PRECISION:
         print(f"activations in {args.precision} (a structure check; the NPU computes float32)")
-    where = "distributed" if (client or args.scheduler) else "dask threaded"
     print(
-        f"per-step wall time on this CPU ({where}; not an NPU estimate), executing the graph "
-        "and, before it, building the graph" + (" and its schedule:" if args.policy else ":")
+        f"per-step wall time on this CPU ({where}; not an NPU estimate), executing the "
+        + ("program" if args.backend == "emulator" else "graph")
+        + " and, before it, building the graph"
+        + (" and its schedule:" if args.policy else ":")
     )
     header = "  position  seconds  build s"
     if checker:
@@ -419,3 +494,26 @@ def run(args) -> int:
         )
         return 0 if checker.ok else 1
     return 0
+
+
+def _keep_open(client) -> None:
+    """Keep the in-process cluster (and so the dashboard) up until Ctrl-C.
+
+    Ctrl-C here is how the user closes the page, so it only ends the wait: the results are
+    already printed and the exit status stays the run's. The handler in place before (the
+    command's "interrupted" one) is restored before the cluster shuts down, so a Ctrl-C
+    during the shutdown is an interruption again (130, cut short after a few seconds).
+    """
+    import signal
+    import threading
+
+    from pccx_flow.dashboard.client import page_url
+
+    print(f"dashboard kept open at {page_url(client)} — Ctrl-C to close", flush=True)
+    closed = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda _signum, _frame: closed.set())
+    try:
+        while not closed.wait(0.5):
+            pass
+    finally:
+        signal.signal(signal.SIGINT, previous)

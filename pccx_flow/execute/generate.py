@@ -129,6 +129,7 @@ def generate(
     on_step: Callable[..., None] | None = None,
     on_plan: Callable[..., None] | None = None,
     connect_timeout: float = CONNECT_TIMEOUT_S,
+    run_step: Callable[..., np.ndarray] | None = None,
 ) -> ExecutedGeneration:
     """Generate `steps` tokens after `prompt_ids` by executing one decode graph per position.
 
@@ -139,6 +140,9 @@ def generate(
     n_positions, graph, schedule)`` is called before each step runs (the dashboard's lanes
     page is told what is planned through it). ``fuse`` and ``precision``
     are passed to `execute` (fewer, larger tasks with the same numbers; float64 activations).
+    ``run_step(graph, schedule, state, precision) -> logits``, when given, runs each step
+    instead of `execute` and commits its KV rows into `state` (the emulator backend:
+    `pccx_flow.board.backend.EmulatorSteps`).
     """
     semantics = check_semantics(semantics)
     precision = check_precision(precision)
@@ -166,16 +170,19 @@ def generate(
                 if on_plan is not None:
                     on_plan(position, n_positions, graph, schedule)
                 t0 = time.perf_counter()
-                logits = execute(
-                    graph,
-                    ref,
-                    state,
-                    schedule=schedule,
-                    client=dist,
-                    scheduler=None if dist is not None else scheduler,
-                    fuse=fuse,
-                    precision=precision,
-                )
+                if run_step is not None:
+                    logits = run_step(graph, schedule, state, precision)
+                else:
+                    logits = execute(
+                        graph,
+                        ref,
+                        state,
+                        schedule=schedule,
+                        client=dist,
+                        scheduler=None if dist is not None else scheduler,
+                        fuse=fuse,
+                        precision=precision,
+                    )
                 seconds = time.perf_counter() - t0
                 result.logits.append(logits)
                 result.step_seconds.append(seconds)

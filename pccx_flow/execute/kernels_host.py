@@ -94,9 +94,14 @@ def sum_(call, inputs, ctx, weights, external):
     return np.array([np.sum(_ops(call, inputs)[0], dtype=F)], dtype=F)
 
 
-def max_(call, inputs, ctx, weights, external):
+def attn_combine(call, inputs, ctx, weights, external):
+    """Split-K softmax·V: sum_t w_t o_t / sum_t w_t l_t with w_t = exp(m_t - max m)."""
     F = tensor_dtype()
-    return np.array([np.max(_ops(call, inputs)[0])], dtype=F)
+    m, sums, parts = _ops(call, inputs)
+    w = np.exp(m - np.max(m)).astype(F, copy=False)
+    o = parts.reshape(len(m), -1)
+    num = np.sum(w[:, None] * o, axis=0, dtype=F)
+    return (num / np.sum(w * sums, dtype=F)).astype(F, copy=False)
 
 
 def sub_square(call, inputs, ctx, weights, external):
@@ -205,7 +210,7 @@ KERNELS = {
     "tanh": tanh,
     "softcap": softcap,
     "sum": sum_,
-    "max": max_,
+    "attn_combine": attn_combine,
     "sub_square": sub_square,
     "sub_relu": sub_relu,
     "cutoff": cutoff,

@@ -13,9 +13,14 @@ projection and reads the write node of layer ``kv_source_layer(i)``. The bytes o
 traffic are the past rows per reading layer plus one new row per write, i.e. the spec's
 ``L × kv_dim × 2`` per own layer (the new row of a shared layer stays on chip).
 
-Softmax per head (spec 001 §1): GEMV with ``findemax`` per key tile → CVO EXP (``sub_emax``)
-→ CVO REDUCE_SUM → CVO SCALE (``recip_scale``); no 1/√d and no softcap. With more than one
-key tile the tile maxima and sums are combined by HOST ``max`` / ``sum`` nodes.
+Softmax per head (spec 001 §1): GEMV with ``findemax`` → CVO EXP (``sub_emax``) → CVO
+REDUCE_SUM → CVO SCALE (``recip_scale``); no 1/√d and no softcap. With more than one key
+tile (512 keys each) a head is split along the keys (flash decoding): per tile EXP against
+the tile's own maximum, REDUCE_SUM and an unnormalised ·V GEMV, and one HOST
+``attn_combine`` rescales the tiles by exp(m_t - max m) and divides by the rescaled sum.
+The result is the same softmax; what changes is memory: a tile's scores die at its EXP, so
+the SFU's 256 KiB window (as built) never holds a head's whole context (8 heads × 8,192
+keys × 4 B is the whole window).
 """
 
 from __future__ import annotations
@@ -218,40 +223,29 @@ def kv_projection(ctx: Ctx, layer: int, x_norm: Vec, sin: dict, cos: dict) -> tu
     return _kv_write(ctx, layer, "k", ks), _kv_write(ctx, layer, "v", vs)
 
 
-def _softmax(ctx: Ctx, base: str, layer: int, tiles: list[tuple[dict, dict]]) -> list[dict]:
-    """exp(s - max) / Σ over the key tiles of one head."""
-    if len(tiles) == 1:
-        m = tiles[0][1]
-    else:
-        m = host(ctx, f"{base}.max", layer, BLK, "max", [[e for _, e in tiles]], 1)
-    exps = []
-    for t, (s, _) in enumerate(tiles):
-        nid = f"{base}.exp.t{t:02d}"
-        n = s["shape"][0]
-        (e,) = ctx.w.add(
-            nid, kernel="cvo_exp", layer=layer, block=BLK, inputs=[s, m],
-            outputs=[(nid, (n,))], flags={"sub_emax": 1}, elements=n,
-        )  # fmt: skip
-        exps.append(e)
-    sums = []
-    for t, e in enumerate(exps):
-        nid = f"{base}.rsum.t{t:02d}"
-        (r,) = ctx.w.add(
-            nid, kernel="cvo_reduce_sum", layer=layer, block=BLK, inputs=[e],
-            outputs=[(nid, (1,))], elements=e["shape"][0],
-        )  # fmt: skip
-        sums.append(r)
-    tot = sums[0] if len(sums) == 1 else host(ctx, f"{base}.sum", layer, BLK, "sum", [sums], 1)
-    probs = []
-    for t, e in enumerate(exps):
-        nid = f"{base}.norm.t{t:02d}"
-        (p,) = ctx.w.add(
-            nid, kernel="cvo_scale_recip", layer=layer, block=BLK, inputs=[e, tot],
-            outputs=[(nid, (e["shape"][0],))], flags={"recip_scale": 1},
-            elements=e["shape"][0],
-        )  # fmt: skip
-        probs.append(p)
-    return probs
+def _exp_sum(ctx: Ctx, base: str, layer: int, t: int, s: dict, m: dict) -> tuple[dict, dict]:
+    """CVO EXP (``sub_emax``: exp(s - m)) and CVO REDUCE_SUM of one key tile's scores."""
+    n = s["shape"][0]
+    (e,) = ctx.w.add(
+        f"{base}.exp.t{t:02d}", kernel="cvo_exp", layer=layer, block=BLK, inputs=[s, m],
+        outputs=[(f"{base}.exp.t{t:02d}", (n,))], flags={"sub_emax": 1}, elements=n,
+    )  # fmt: skip
+    (r,) = ctx.w.add(
+        f"{base}.rsum.t{t:02d}", kernel="cvo_reduce_sum", layer=layer, block=BLK, inputs=[e],
+        outputs=[(f"{base}.rsum.t{t:02d}", (1,))], elements=n,
+    )  # fmt: skip
+    return e, r
+
+
+def _softmax(ctx: Ctx, base: str, layer: int, s: dict, m: dict) -> dict:
+    """exp(s - max) / Σ over one key tile: EXP, REDUCE_SUM, SCALE (``recip_scale``)."""
+    e, tot = _exp_sum(ctx, base, layer, 0, s, m)
+    nid = f"{base}.norm.t00"
+    (p,) = ctx.w.add(
+        nid, kernel="cvo_scale_recip", layer=layer, block=BLK, inputs=[e, tot],
+        outputs=[(nid, (e["shape"][0],))], flags={"recip_scale": 1}, elements=e["shape"][0],
+    )  # fmt: skip
+    return p
 
 
 def _tile_params(rows: list[dict], new: dict, a: int) -> dict:
@@ -271,8 +265,8 @@ def _head(
 ) -> dict:
     """One query head: projection, QK-norm, RoPE, scores per key tile, softmax, ·V per tile.
 
-    ·V accumulates over the key tiles (``accm``), so each tile of V is needed only while its
-    own GEMV runs."""
+    With several key tiles the softmax is split along the keys (module docstring), so each
+    tile of K and V is needed only while its own GEMVs run."""
     c = ctx.config
     L = f"L{layer:02d}.{BLK}"
     g = h // c.q_per_kv
@@ -306,30 +300,49 @@ def _head(
             macs=(b - a) * c.head_dim,
         )
         tiles.append((s, e))
-    probs = _softmax(ctx, f"{L}.softmax.h{h}", layer, tiles)
-    acc = None
-    for t, (a, b) in enumerate(ranges):
-        nid = f"{L}.pv.h{h}" + ("" if len(ranges) == 1 else f".t{t:02d}")
-        rows = v_tiles[t]
-        (acc,) = ctx.w.add(
-            nid,
-            kernel="attn_pv",
-            layer=layer,
-            block=BLK,
-            inputs=[probs[t]] + rows + ([acc] if acc else []),
-            outputs=[(nid, (c.head_dim,))],
-            params={
-                "head": h,
-                "kv_head": g,
-                "head_dim": c.head_dim,
-                "keys": [a, b],
-                **_tile_params(rows, v_new, a),
-                "operands": [1] * (1 + len(rows) + (1 if acc else 0)),
-            },
-            flags={"accm": 1} if acc else {},
-            macs=(b - a) * c.head_dim,
-        )
-    return acc
+    base = f"{L}.softmax.h{h}"
+    if len(ranges) == 1:
+        return _pv(ctx, layer, h, f"{L}.pv.h{h}", _softmax(ctx, base, layer, *tiles[0]),
+                   v_tiles[0], v_new, ranges[0])  # fmt: skip
+    # Split-K (flash decoding): each tile is exponentiated against its own maximum (the
+    # findemax of its scores GEMV, as the hardware's sub_emax expects) and multiplied by V
+    # unnormalised; the host rescales and sums the per-tile results. A tile's scores are
+    # dead after its EXP, so no head keeps its whole context's scores in the SFU's window.
+    maxima, sums, parts = [], [], []
+    for t, ((s, m), (a, b)) in enumerate(zip(tiles, ranges, strict=True)):
+        e, r = _exp_sum(ctx, base, layer, t, s, m)
+        maxima.append(m)
+        sums.append(r)
+        parts.append(_pv(ctx, layer, h, f"{L}.pv.h{h}.t{t:02d}", e, v_tiles[t], v_new, (a, b)))
+    return host(
+        ctx, f"{L}.combine.h{h}", layer, BLK, "attn_combine", [maxima, sums, parts], c.head_dim
+    )
+
+
+def _pv(
+    ctx: Ctx, layer: int, h: int, nid: str, p: dict, rows: list[dict], v_new: dict, keys
+) -> dict:
+    """(Unnormalised) probabilities · V of one head over one key tile (GEMV)."""
+    c = ctx.config
+    a, b = keys
+    (out,) = ctx.w.add(
+        nid,
+        kernel="attn_pv",
+        layer=layer,
+        block=BLK,
+        inputs=[p] + rows,
+        outputs=[(nid, (c.head_dim,))],
+        params={
+            "head": h,
+            "kv_head": h // c.q_per_kv,
+            "head_dim": c.head_dim,
+            "keys": [a, b],
+            **_tile_params(rows, v_new, a),
+            "operands": [1] * (1 + len(rows)),
+        },
+        macs=(b - a) * c.head_dim,
+    )
+    return out
 
 
 def attention(

@@ -1,8 +1,9 @@
 """Decode logits (spec §5): magnitude match, unprojections, mean, final norm, LM head, softcap.
 
-The LM head (tied to W_embed) is tiled like every GEMV; each run of tiles (2,048 logits) is
-soft-capped on the host (``softcap``, 30·tanh(x/30), no pccx instruction) as soon as it
-exists, and one MEMCPY reads the capped logits back to the host (tensor ``logits``).
+The LM head (tied to W_embed) is tiled like every GEMV; each run of tiles (2,048 logits,
+8 KiB) is read back to the host by its own MEMCPY as soon as it exists (so L2 never holds
+the 1 MiB of E4B's logits at once), and the host soft-caps them all (``softcap``,
+30·tanh(x/30), no pccx instruction) into the tensor ``logits``.
 """
 
 from __future__ import annotations
@@ -52,28 +53,31 @@ def final(ctx: Ctx, xs: list[Vec]) -> dict:
     )  # fmt: skip
     groups = [g for g, _ in cvo_groups(tiles)]
     width = max(2, len(str(len(groups) - 1)))
-    capped = [
-        host(
-            ctx,
-            f"{base}.softcap.c{j:0{width}d}",
-            L,
-            BLK,
-            "softcap",
-            [g],
-            vec_len(g),
-            params={"cap": c.final_softcap},
-        )  # fmt: skip
-        for j, g in enumerate(groups)
-    ]
+    backs = []
+    for j, g in enumerate(groups):
+        nid = f"{base}.readback.c{j:0{width}d}"
+        n = vec_len(g)
+        (r,) = ctx.w.add(
+            nid,
+            kernel="readback",
+            layer=L,
+            block=BLK,
+            inputs=g,
+            outputs=[(nid, (n,))],
+            params={"operands": [len(g)]},
+            func="logits_readback",
+            act_bytes=4 * n,
+        )
+        backs.append(r)
     (out,) = ctx.w.add(
-        f"{base}.readback",
-        kernel="readback",
+        f"{base}.softcap",
+        kernel="softcap",
         layer=L,
         block=BLK,
-        inputs=capped,
+        inputs=backs,
         outputs=[(LOGITS, (c.vocab,))],
-        params={"operands": [len(capped)]},
-        func="logits_readback",
-        act_bytes=4 * c.vocab,
+        params={"operands": [len(backs)], "cap": c.final_softcap},
+        func="softcap",
+        elements=c.vocab,
     )
     return out

@@ -68,7 +68,8 @@ params: {"head": h, "kv_head": g, "head_dim": d, "keys": [a, b], "has_past": boo
 rows = concat(k_past, k_new[None]) along axis 0 (whichever are present);
 K = rows[a-o:b-o, g*d:(g+1)*d].astype(float32).
 outputs: scores [b-a] float32 = K @ q (no 1/sqrt(d), no softcap); emax [1] = max(scores).""",
-    "attn_pv": """Probabilities · V for one query head and one key tile (GEMV).
+    "attn_pv": """Probabilities · V for one query head and one key tile (GEMV); with several
+key tiles the "probabilities" are exp(s - m_t), unnormalised (see attn_combine).
 inputs: the tile's probabilities [b-a]; then v_past / v_new as in attn_scores; then, when
   flags.accm = 1, the previous tile's partial output [d].
 params: {"head", "kv_head": g, "head_dim": d, "keys": [a, b], "has_past", "has_new",
@@ -77,7 +78,7 @@ rows as in attn_scores; V = rows[a-o:b-o, g*d:(g+1)*d].astype(float32).
 output: out [d] float32 = p @ V (+ acc).""",
     # ---------------------------------------------------------------- CVO -----------------
     "cvo_exp": """CVO EXP with flags.sub_emax = 1: y = exp(x - m[0]).
-inputs: x [n], m [1] (the running max). output: y [n].""",
+inputs: x [n], m [1] (the max of the scores GEMV's findemax). output: y [n].""",
     "cvo_reduce_sum": """CVO REDUCE_SUM: s = [sum(x)]. inputs: x (operand 0, <= 2048 elements).
 output: s [1].""",
     "cvo_scale_const": """CVO SCALE by a constant preloaded with MEMSET: y = x * params.scale.
@@ -109,9 +110,13 @@ inputs: operands a, b. output: y [len(a)].""",
     "max_const": "HOST: y = maximum(x, params.value). inputs: x. output: y.",
     "tanh": "HOST: y = tanh(x). inputs: x (operand 0). output: y.",
     "softcap": """HOST: y = cap * tanh(x / cap), cap = params.cap (30.0).
-inputs: x. output: y.""",
+inputs: x (operand 0: the concat of its parts, e.g. the read-back runs of logits). output: y.""",
     "sum": "HOST: s = [sum(x)] over partial sums. inputs: operand 0 = concat. output: s [1].",
-    "max": "HOST: m = [max(x)] over partial maxima. inputs: operand 0 = concat. output: m [1].",
+    "attn_combine": """HOST: one head's attention output from its key tiles (split-K softmax).
+inputs: operand 0 = the tiles' maxima m [T] (each tile's emax), operand 1 = their sums
+  l [T] (REDUCE_SUM of exp(s_t - m_t)), operand 2 = their unnormalised outputs o [T*d]
+  (exp(s_t - m_t) @ V_t, tile by tile). With w = exp(m - max(m)):
+output: y [d] float32 = sum_t w_t o_t / sum_t w_t l_t.""",
     "sub_square": """HOST: y = (x - m[0])^2 (centred square for the two-pass std).
 inputs: x, m [1]. output: y.""",
     "sub_relu": """HOST: y = maximum(x - c[0], 0) (the sparse gate of spec 002).
@@ -164,8 +169,8 @@ output: rows [b - a, kv_dim] in the cache dtype = cache[cache_layer][a:b].""",
 state. No inputs. params: {"source": "state", "field": "xs", "row": k} | {"field": "pli",
 "layer": i} | {"field": "kv_new", "cache_layer": i, "kind": "k"|"v"}.
 output: the stored vector (xs row [D] float32; pli [ple_dim] float32; kv row [kv_dim]).""",
-    "readback": """MEMCPY of the soft-capped logits to the host.
-inputs: the logit tiles (operand 0 = concat). output: logits [vocab] float32.""",
+    "readback": """MEMCPY of one run of logits (<= 2,048, the LM head's tiles) to the host.
+inputs: the logit tiles (operand 0 = concat). output: the run [n] float32 in host memory.""",
     # ---------------------------------------------------------------- MEMSET --------------
     "memset": """MEMSET of a constant-cache slot. No inputs. params: {"value": v, "what": name,
 "slot": s}. output: [v] float32 (e.g. the layer's RoPE theta).""",

@@ -54,6 +54,8 @@ MACROS = (
         "steps": {"square", "rsum", "mean_eps", "sqrt", "recip", "scale", "gamma"},
     },
     {"name": "softmax", "required": {"exp", "rsum", "norm"}, "steps": {"exp", "rsum", "norm"}},
+    # several key tiles: EXP and REDUCE_SUM per tile; the host's attn_combine normalises
+    {"name": "softmax tiles", "required": {"exp", "rsum"}, "steps": {"exp", "rsum"}},
     {"name": "RoPE sin/cos", "required": {"phase", "sin", "cos"}, "steps": {"phase", "sin", "cos"}},
     {
         "name": "mean of squares",

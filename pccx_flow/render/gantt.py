@@ -9,9 +9,11 @@ file suffix asks for:
   works offline: wheel zoom, pan, hover details;
 - ``.svg`` / ``.png``: a static picture drawn by matplotlib (`pccx_flow.render.gantt_mpl`).
 
-Extra *occupancy rows* (a named step series of ``(cycle, value)`` against a capacity, e.g.
-what a buffer holds over the step) are drawn under the lanes by both: pass them to
-`gantt_data` / `write_gantt` as `OccupancyRow`s.
+Extra *occupancy rows* (a named step series of ``(cycle, value)`` against a capacity) are
+drawn under the lanes by both. One row per shared pool the schedule holds (the weight ports
+on pccx: the resource that binds an E4B step) comes first, how many of its instances are
+busy over time (`pool_rows`); rows passed to `gantt_data` / `write_gantt` as `OccupancyRow`s
+(e.g. what L2 holds over the step) follow.
 
 Every time shown is a model estimate from the schedule's hardware profile, and the title says
 so and names the profile.
@@ -19,7 +21,7 @@ so and names the profile.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -99,6 +101,7 @@ def write_gantt(
     metrics: dict | None = None,
     profile=None,
     occupancy: Sequence[OccupancyRow] = (),
+    pools: Mapping[str, int] | None = None,
 ) -> Path:
     """Write a Gantt chart of `schedule` to `path` (``.svg``, ``.png`` or ``.html``).
 
@@ -106,7 +109,8 @@ def write_gantt(
     (as returned by `schedule_metrics`) when given, else traced back through the timeline.
     `profile` (a `Profile`) gives the core clock for the µs axis; without it the profile
     named by the schedule is loaded, and if that fails the chart shows cycles only.
-    `occupancy` rows are drawn under the lanes.
+    `occupancy` rows are drawn under the lanes, after a row per pool (`pool_rows`; `pools`
+    as in `gantt_data`).
     """
     path = Path(path)
     fmt = path.suffix.lower().lstrip(".")
@@ -115,7 +119,9 @@ def write_gantt(
             f"cannot tell the Gantt format from {path.name!r}: end the file name with "
             + ", ".join(f".{f}" for f in GANTT_FORMATS)
         )
-    data = gantt_data(schedule, graph, metrics=metrics, profile=profile, occupancy=occupancy)
+    data = gantt_data(
+        schedule, graph, metrics=metrics, profile=profile, occupancy=occupancy, pools=pools
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "html":
         from pccx_flow.render.gantt_bokeh import write_gantt_html
@@ -136,13 +142,22 @@ def gantt_data(
     metrics: dict | None = None,
     profile=None,
     occupancy: Sequence[OccupancyRow] = (),
+    pools: Mapping[str, int] | None = None,
 ) -> GanttData:
-    """Collect lanes, bars, layer starts, the critical path and the clock for a chart."""
+    """Collect lanes, bars, layer starts, the critical path and the clock for a chart.
+
+    `pools` (pool name -> instance count) gives the pool rows; None takes the profile's
+    (`profile`, else the one the schedule names), so every chart of a pccx schedule shows
+    its weight ports without the caller asking.
+    """
     slots = dict(schedule.slots)
     if not slots:
         raise RenderError("the schedule is empty: nothing to draw in a Gantt chart")
     profile_name = _name(getattr(schedule, "profile", None)) or _name(profile) or "?"
-    core_hz = _core_hz(profile, getattr(schedule, "profile", None))
+    resolved = _profile(profile, getattr(schedule, "profile", None))
+    core_hz = float(resolved.core_hz) if resolved is not None else None
+    if pools is None:
+        pools = getattr(resolved, "pools", None) or {}
 
     lanes = [{"name": ln.name, "lane_class": ln.lane_class} for ln in schedule.lanes]
     known = {ln["name"] for ln in lanes}
@@ -200,8 +215,20 @@ def gantt_data(
         core_hz=core_hz,
         profile=profile_name,
         critical_source=source,
-        occupancy=list(occupancy),
+        occupancy=[*pool_rows(schedule, pools), *occupancy],
     )
+
+
+def pool_rows(schedule, pools: Mapping[str, int]) -> list[OccupancyRow]:
+    """One occupancy row per pool some slot holds: how many of its instances are busy over
+    time (`pccx_flow.schedule.metrics.pool_busy`), against the pool's size."""
+    from pccx_flow.schedule.metrics import pool_busy
+
+    return [
+        OccupancyRow(f"{pool} busy", series, float(pools[pool]))
+        for pool, series in pool_busy(schedule, pools).items()
+        if any(busy for _, busy in series)
+    ]
 
 
 def _name(profile) -> str | None:
@@ -223,16 +250,18 @@ def _what(graph: nx.DiGraph) -> str:
     return step
 
 
-def _core_hz(profile, schedule_profile) -> float | None:
+def _profile(profile, schedule_profile):
+    """The profile that gives the clock and the pools: the first of `profile` and the
+    schedule's that is one (has a clock), else the schedule's profile loaded by name; None
+    when there is none (the chart then shows cycles only and no pool rows)."""
     for candidate in (profile, schedule_profile):
-        hz = getattr(candidate, "core_hz", None)
-        if hz:
-            return float(hz)
+        if getattr(candidate, "core_hz", None):
+            return candidate
     if isinstance(schedule_profile, str):
         from pccx_flow.hardware.profile import load_profile
 
         try:
-            return float(load_profile(schedule_profile).core_hz)
+            return load_profile(schedule_profile)
         except (PccxFlowError, OSError):
             return None
     return None

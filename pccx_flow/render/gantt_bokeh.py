@@ -17,9 +17,11 @@ from bokeh.embed import file_html
 from bokeh.layouts import column
 from bokeh.models import (
     ColumnDataSource,
+    CustomJSHover,
     CustomJSTickFormatter,
     Div,
     FactorRange,
+    FixedTicker,
     HoverTool,
     Label,
     LinearAxis,
@@ -33,7 +35,9 @@ from bokeh.transform import dodge
 from pccx_flow.render import style
 from pccx_flow.render.gantt import GanttData, OccupancyRow
 
-ROW_PX = 26
+ROW_PX = 26  # per lane row
+FRAME_PX = 170  # the lanes figure's axes, layer labels and the legend under it
+OCCUPANCY_PX = 110
 LABEL_GAP_PX = 22  # the least room between two layer labels
 
 
@@ -45,12 +49,11 @@ def lane_label(lane: dict) -> str:
 def bar_columns(data: GanttData) -> dict[str, list]:
     """The bars as Bokeh columns (one entry per scheduled node)."""
     labels = [lane_label(ln) for ln in data.lanes]
-    hz = data.core_hz
     cols: dict[str, list] = {
         k: []
         for k in (
             "node", "lane", "row", "start", "finish", "cycles", "block", "block_title",
-            "colour", "layer", "op", "kernel", "critical", "us",
+            "colour", "layer", "op", "kernel", "critical",
         )
     }  # fmt: skip
     for b in data.bars:
@@ -67,9 +70,6 @@ def bar_columns(data: GanttData) -> dict[str, list]:
         cols["op"].append(b.get("op", "?"))
         cols["kernel"].append(b.get("kernel", "?"))
         cols["critical"].append("yes" if b["critical"] else "no")
-        cols["us"].append(
-            f"{b['start'] / hz * 1e6:,.3f}-{b['finish'] / hz * 1e6:,.3f} µs" if hz else "-"
-        )
     return cols
 
 
@@ -84,7 +84,7 @@ def schedule_figure(data: GanttData, *, width: int = 1300, title: bool = True):
     fig = figure(
         name="pccx-planned",
         width=width,
-        height=90 + ROW_PX * len(labels),
+        height=FRAME_PX + ROW_PX * len(labels),
         y_range=FactorRange(*reversed(labels), range_padding=1.0, range_padding_units="absolute"),
         x_range=Range1d(0, span, bounds=(0, span)),
         tools="xpan,xwheel_zoom,reset,save",
@@ -117,8 +117,9 @@ def schedule_figure(data: GanttData, *, width: int = 1300, title: bool = True):
         legend_group="block_title",
     )
     critical = [i for i, c in enumerate(source.data["critical"]) if c == "yes"]
-    strip = ColumnDataSource(
-        {k: [v[i] for i in critical] for k, v in source.data.items()}, name="pccx-critical"
+    strip = ColumnDataSource(  # only what the strip draws: the page carries every column once
+        {k: [source.data[k][i] for i in critical] for k in ("node", "row", "start", "finish")},
+        name="pccx-critical",
     )
     fig.hbar(
         y=dodge("row", -0.36, range=fig.y_range),
@@ -129,21 +130,29 @@ def schedule_figure(data: GanttData, *, width: int = 1300, title: bool = True):
         source=strip,
         legend_label="critical path",
     )
-    fig.add_tools(
-        HoverTool(
-            renderers=[bars],
-            tooltips=[
-                ("node", "@node"),
-                ("lane", "@lane"),
-                ("layer", "@layer"),
-                ("block", "@block_title"),
-                ("op / kernel", "@op / @kernel"),
-                ("cycles", "@start{0,0} - @finish{0,0} (@cycles{0,0})"),
-                ("time", "@us"),
-                ("critical path", "@critical"),
-            ],
+    tooltips = [
+        ("node", "@node"),
+        ("lane", "@lane"),
+        ("layer", "@layer"),
+        ("block", "@block_title"),
+        ("op / kernel", "@op / @kernel"),
+        ("cycles", "@start{0,0} - @finish{0,0} (@cycles{0,0})"),
+        ("critical path", "@critical"),
+    ]
+    formatters = {}
+    if data.core_hz:  # µs computed in the browser: a column of strings would add ~0.5 MB on E4B
+        tooltips.insert(-1, ("time", "@start{us} (model estimate)"))
+        formatters["@start"] = CustomJSHover(
+            args={"hz": data.core_hz, "source": source},
+            code="""
+            if (format !== "us") { return value.toLocaleString("en"); }
+            const i = special_vars.index;
+            const us = (c) => (c / hz * 1e6).toLocaleString(
+                "en", {minimumFractionDigits: 3, maximumFractionDigits: 3});
+            return us(source.data.start[i]) + "-" + us(source.data.finish[i]) + " µs";
+            """,
         )
-    )
+    fig.add_tools(HoverTool(renderers=[bars], tooltips=tooltips, formatters=formatters))
     _layer_lines(fig, data, width)
     fig.legend.orientation = "horizontal"
     fig.legend.label_text_font_size = "9pt"
@@ -184,14 +193,21 @@ def occupancy_figure(row: OccupancyRow, lanes_fig, width: int):
     fig = figure(
         name=f"pccx-occupancy-{row.name}",
         width=width,
-        height=110,
+        height=OCCUPANCY_PX,
         x_range=lanes_fig.x_range,
         y_range=Range1d(0, top * 1.05 or 1),
         tools="xpan,xwheel_zoom,reset",
         toolbar_location=None,
         y_axis_label=f"{row.name} ({row.unit})" if row.unit else row.name,
     )
-    fig.step(xs, ys, mode="after", line_width=1.5, color="#4e79a7")
+    fig.yaxis.axis_label_text_font_size = "9pt"
+    fig.xaxis.formatter = CustomJSTickFormatter(code="return tick.toLocaleString('en');")
+    if float(row.capacity).is_integer() and 0 < row.capacity <= 8:  # a pool: whole instances
+        fig.yaxis.ticker = FixedTicker(ticks=list(range(int(row.capacity) + 1)))
+    # Filled, no outline (as in the static chart): the weight ports of an E4B step change
+    # thousands of times, and a step line draws those strokes as dark bands.
+    fig.varea_step(x=xs, y1=[0] * len(ys), y2=ys, step_mode="after", fill_color="#4e79a7",
+                   fill_alpha=0.8)  # fmt: skip
     fig.add_layout(
         Span(location=row.capacity, dimension="width", line_dash="dashed", line_color="#e15759")
     )

@@ -3,7 +3,9 @@
 The same picture as the Bokeh page (`pccx_flow.render.gantt_bokeh`) minus the interaction:
 one row per lane with its busy share, bars coloured by block, critical bars outlined and
 underlined by a black strip, dashed lines where layers start, cycles below and µs above,
-the model-estimate subtitle, a block legend, and one extra panel per occupancy row. SVG
+the model-estimate subtitle, a block legend, and one extra panel per occupancy row (the
+weight ports first). The height follows the rows: each lane gets at least `ROW_PX` and each
+occupancy panel `OCCUPANCY_PX`, so short lanes (sfu, host) stay readable rows. SVG
 keeps text as text (searchable, and testable) and is written without a date, so
 regenerating an unchanged chart gives the same file.
 """
@@ -17,7 +19,7 @@ import matplotlib
 matplotlib.use("Agg")  # no display: files only
 
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.patches import Patch, Polygon  # noqa: E402
 
 from pccx_flow.graph.nodes import BLOCKS  # noqa: E402
 from pccx_flow.render import style  # noqa: E402
@@ -25,8 +27,9 @@ from pccx_flow.render.gantt import GanttData  # noqa: E402
 from pccx_flow.render.gantt_bokeh import lane_label  # noqa: E402
 
 WIDTH_IN = 15.0
-ROW_IN = 0.32
 DPI = 100
+ROW_PX = 32  # the least height of a lane's row, in pixels at DPI (points x 100/72 in SVG)
+OCCUPANCY_PX = 90  # the least height of an occupancy row's panel
 
 
 def blocks_present(data: GanttData) -> list[str]:
@@ -58,15 +61,52 @@ def merge_thin_bars(bars: list[dict], cycles_per_px: float) -> list[dict]:
     return out
 
 
+def thin_steps(points, cycles_per_px: float) -> list[tuple[float, float]]:
+    """A step series with at most four points per pixel column: the first, the lowest, the
+    highest and the last (in time order), so every peak and dip still shows.
+
+    An E4B step's L2 series changes tens of thousands of times; drawn in full its filled
+    area alone made the SVG larger than all the lanes together.
+    """
+    out: list[tuple[float, float]] = []
+    column: list[tuple[float, float]] = []
+    last_px = None
+    for point in [*points, (float("inf"), 0.0)]:
+        px = point[0] // cycles_per_px if point[0] != float("inf") else None
+        if column and px != last_px:
+            if len(column) <= 4:
+                out.extend(column)
+            else:
+                keep = {0, len(column) - 1}
+                keep.add(min(range(len(column)), key=lambda i: column[i][1]))
+                keep.add(max(range(len(column)), key=lambda i: column[i][1]))
+                out.extend(column[i] for i in sorted(keep))
+            column = []
+        column.append(point)
+        last_px = px
+    return out
+
+
+def step_outline(points) -> list[tuple[float, float]]:
+    """The outline of the area under a step series (each value holds until the next point),
+    from the baseline up and back: one vertex per corner."""
+    if not points:
+        return []
+    outline = [(points[0][0], 0.0)]
+    for (x, y), (nx, _) in zip(points, [*points[1:], (points[-1][0], 0.0)], strict=True):
+        outline.extend([(x, y), (nx, y)])
+    outline.append((points[-1][0], 0.0))
+    return outline
+
+
 def gantt_figure(data: GanttData):
-    """The chart as a matplotlib `Figure`."""
+    """The chart as a matplotlib `Figure`, tall enough for every row (`fit_rows`)."""
     rows = len(data.lanes)
     n_occ = len(data.occupancy)
-    height = 1.9 + ROW_IN * rows + 1.1 * n_occ
-    ratios = [max(rows, 1) * ROW_IN] + [0.9] * n_occ
+    needed = [max(rows, 1) * ROW_PX] + [OCCUPANCY_PX] * n_occ
     fig, axes = plt.subplots(
-        1 + n_occ, 1, figsize=(WIDTH_IN, height), sharex=True, squeeze=False,
-        gridspec_kw={"height_ratios": ratios}, layout="constrained",
+        1 + n_occ, 1, figsize=(WIDTH_IN, (sum(needed) + 200) / DPI), dpi=DPI, sharex=True,
+        squeeze=False, gridspec_kw={"height_ratios": needed}, layout="constrained",
     )  # fmt: skip
     ax = axes[0][0]
     span = max(data.makespan, 1)
@@ -114,11 +154,16 @@ def gantt_figure(data: GanttData):
     ax.ticklabel_format(axis="x", style="plain")
     ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:,.0f}"))
     for occ_ax, occ in zip((a[0] for a in axes[1:]), data.occupancy, strict=True):
-        xs = [p[0] for p in occ.points]
         ys = [p[1] for p in occ.points]
-        occ_ax.step(xs, ys, where="post", color="#4e79a7", linewidth=1.2)
+        # Filled, no outline: a series that changes thousands of times (the weight ports
+        # over an E4B step) would otherwise draw its up-and-down strokes as dark bands.
+        outline = step_outline(thin_steps(occ.points, span / (WIDTH_IN * DPI * 0.85)))
+        if outline:
+            occ_ax.add_patch(Polygon(outline, closed=True, facecolor="#4e79a7", alpha=0.8,
+                                     linewidth=0, gid=f"occupancy-{occ.name}"))  # fmt: skip
         occ_ax.axhline(occ.capacity, color="#e15759", linestyle="--", linewidth=0.8)
-        occ_ax.set_ylabel(f"{occ.name}\n({occ.unit})" if occ.unit else occ.name, fontsize=8)
+        label = f"{occ.name}\n({occ.unit})" if occ.unit else occ.name.replace(" ", "\n", 1)
+        occ_ax.set_ylabel(label, fontsize=9, rotation=0, ha="right", va="center")
         occ_ax.set_ylim(0, max([occ.capacity, *ys]) * 1.08 or 1)
     axes[-1][0].set_xlabel("cycles (model estimate)", fontsize=9)
     handles = [Patch(color=style.block_colour(b), label=style.block_title(b))
@@ -127,7 +172,27 @@ def gantt_figure(data: GanttData):
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 8),
                fontsize=8, frameon=False)  # fmt: skip
     fig.suptitle(f"{data.title}\n{data.subtitle}", fontsize=10, x=0.01, ha="left")
+    fit_rows(fig, [a[0] for a in axes], needed)
     return fig
+
+
+def fit_rows(fig, axes, needed: list[float]) -> None:
+    """Make the figure just tall enough that each panel gets at least its `needed` pixels.
+
+    The panels share the height left over by the titles, tick labels and legend in
+    proportion to `needed` (the height ratios), so measuring that overhead once after a
+    layout and setting the height to overhead + sum(needed) gives every lane its `ROW_PX`
+    however many lanes, occupancy rows and legend lines there are (a short lane such as
+    ``host`` is then a readable row, not a hairline). A second pass absorbs the small
+    change of the layout's padding with the height.
+    """
+    for _ in range(2):
+        fig.draw_without_rendering()
+        heights = [ax.get_window_extent().height for ax in axes]
+        if all(h >= n - 0.5 for h, n in zip(heights, needed, strict=True)):
+            return
+        overhead = fig.get_figheight() * fig.dpi - sum(heights)
+        fig.set_figheight((overhead + sum(needed) + 1) / fig.dpi)
 
 
 def write_gantt_static(data: GanttData, path: str | Path) -> Path:

@@ -6,9 +6,11 @@ Two jobs, both on plain data:
   limits it) each node of a decode graph allocates. A node that runs on the NPU writes its
   outputs to L2; they stay there from the node's start until its last consumer finishes
   (`SchedulingProblem` defines that lifetime for every capacity). Tensors that do not live
-  in L2 allocate nothing: HOST nodes write host memory, MEMSET writes the constant cache,
-  and the logits read-back writes DDR. KV rows of earlier positions enter L2 through their
-  ``kv_read`` MEMCPY, so they count from that copy's start until their last reader finishes.
+  in L2 allocate nothing: MEMSET writes the constant cache, and the logits read-back
+  writes host memory. A HOST node writes host memory, except what an NPU node reads next:
+  the host puts that into L2 over the ACP (the lowering gives it an L2 region), so it
+  counts. KV rows of earlier positions enter L2 through their ``kv_read`` MEMCPY, so they
+  count from that copy's start until their last reader finishes.
   On a profile whose SFU (CVO) addresses only the first ``l2_reach_bytes`` of L2, every
   tensor a CVO node reads or writes must also sit in that window: such tensors demand the
   ``l2_reach`` capacity as well.
@@ -40,18 +42,11 @@ import networkx as nx
 L2 = "l2"
 L2_REACH = "l2_reach"
 
-# Ops whose outputs are not in L2: host memory and the constant cache.
-_NOT_IN_L2_OPS = ("HOST", "MEMSET")
-# MEMCPY transfers whose destination is DDR / the host, not L2.
+# MEMCPY transfers whose output is not in L2 (board/lower.py agrees). The KV write's is:
+# it leaves the rounded row in L2 for this step's attention.
 _TO_DDR_FUNCS = ("logits_readback",)
 
 Node = Hashable
-
-
-def _output_bytes(attrs: dict) -> int:
-    from pccx_flow.graph.emit import tensor_bytes
-
-    return sum(tensor_bytes(t) for t in attrs.get("outputs", ()))
 
 
 def decode_capacities(profile: Any) -> dict[str, int]:
@@ -63,23 +58,52 @@ def decode_capacities(profile: Any) -> dict[str, int]:
     return caps
 
 
-def decode_demands(graph: nx.DiGraph, capacities: dict[str, int]) -> dict[Node, dict[str, int]]:
-    """Bytes each node of a decode graph keeps resident in each capacity (see module doc)."""
-    out: dict[Node, dict[str, int]] = {}
+def decode_holds(
+    graph: nx.DiGraph, capacities: dict[str, int]
+) -> dict[Node, list[tuple[tuple[Node, ...], dict[str, int]]]]:
+    """Per node, ``(readers, {capacity: bytes})`` for each set of outputs with the same readers.
+
+    Each tensor stays resident until its own readers finished (module doc): a scores
+    GEMV's 2 KiB of scores die at their EXP while its 4-byte maximum waits for the host's
+    combine at the end of the head, so the two are separate holds.
+    """
+    out: dict[Node, list[tuple[tuple[Node, ...], dict[str, int]]]] = {}
     reach = L2_REACH in capacities
+    from pccx_flow.graph.emit import tensor_bytes
+
     for n, attrs in graph.nodes(data=True):
         op = attrs.get("op")
-        if op in _NOT_IN_L2_OPS or (op == "MEMCPY" and attrs.get("func") in _TO_DDR_FUNCS):
+        if op == "MEMSET" or (op == "MEMCPY" and attrs.get("func") in _TO_DDR_FUNCS):
             continue
-        nbytes = _output_bytes(attrs)
-        if not nbytes:
-            continue
-        row = {L2: nbytes}
-        if reach and (
-            op == "CVO" or any(graph.nodes[s].get("op") == "CVO" for s in graph.successors(n))
-        ):
-            row[L2_REACH] = nbytes
-        out[n] = row
+        succs = list(graph.successors(n))
+        by_readers: dict[tuple[Node, ...], dict[str, int]] = {}
+        for t in attrs.get("outputs", ()):
+            name = t["name"]
+            readers = tuple(
+                s for s in succs if any(i["name"] == name for i in graph.nodes[s]["inputs"])
+            )
+            if op == "HOST" and all(graph.nodes[r].get("op") == "HOST" for r in readers):
+                continue  # host memory: no NPU node reads it
+            nbytes = tensor_bytes(t)
+            if not nbytes:
+                continue
+            row = by_readers.setdefault(readers, {})
+            row[L2] = row.get(L2, 0) + nbytes
+            if reach and (op == "CVO" or any(graph.nodes[r].get("op") == "CVO" for r in readers)):
+                row[L2_REACH] = row.get(L2_REACH, 0) + nbytes
+        if by_readers:
+            out[n] = list(by_readers.items())
+    return out
+
+
+def decode_demands(graph: nx.DiGraph, capacities: dict[str, int]) -> dict[Node, dict[str, int]]:
+    """Bytes each node of a decode graph allocates in each capacity: its holds summed."""
+    out: dict[Node, dict[str, int]] = {}
+    for n, parts in decode_holds(graph, capacities).items():
+        row = out.setdefault(n, {})
+        for _, part in parts:
+            for cap, nbytes in part.items():
+                row[cap] = row.get(cap, 0) + nbytes
     return out
 
 
@@ -90,58 +114,68 @@ def kv_prefetch_edges(graph: nx.DiGraph) -> list[tuple[Node, Node]]:
     policies place long DMA reads early: the whole context of every layer would be
     resident at once. With these edges (per layer):
 
-    - K tile t >= 2 waits for every reader of K tile t-2; K tiles 0 and 1 wait for the
-      layer's attention input (the producers of the first Q projection's input);
-    - V tile 0 waits for every reader of the last K tile (the scores are done, the softmax
-      runs while V streams in); V tile t >= 1 waits for every reader of V tile t-1 (single
-      buffering: the softmax of every head stays resident until ·V, so room is short).
+    - K tile t >= 2 waits for every reader of K tile t-2 (its scores) and every reader of
+      their EXPs (REDUCE_SUM and ·V): the scores never run more than two tiles ahead of
+      the work that frees their exponentials from the SFU's window; K tiles 0 and 1 wait
+      for the layer's attention input (the producers of the first Q projection's input);
+    - V tile t waits for every reader of K tile t (the scores of that tile are done: with
+      the key-split softmax of `graph.blocks_attention`, its ·V can start right away) and,
+      for t >= 1, for every reader of V tile t-1 (single buffering).
 
-    So, whatever the policy, a layer holds at most two K tiles, then one V tile.
+    So, whatever the policy, a layer holds at most two K tiles and one V tile.
     The edges carry no tensor: they go into the scheduling problem
-    (`problem_from_graph(memory=True)`), not into the decode graph, and their sources
-    count as readers for freeing memory, which only holds a few small vectors (scores,
-    partial ·V, the normed input) a little longer.
+    (`problem_from_graph(memory=True)`), not into the decode graph, and they free no
+    memory (a hold's readers are the nodes that read its tensor).
     """
     reads: dict[tuple[int, str], list[Node]] = {}
     for n, a in graph.nodes(data=True):
         if a.get("kernel") == "kv_read":
             reads.setdefault((int(a["layer"]), a["params"]["kind"]), []).append(n)
-    edges: list[tuple[Node, Node]] = []
-    for (layer, kind), nodes in sorted(reads.items()):
+    for nodes in reads.values():
         nodes.sort(key=lambda n: graph.nodes[n]["params"]["positions"][0])
+    edges: list[tuple[Node, Node]] = []
+
+    def after(node: Node) -> list[Node]:
+        return sorted(graph.successors(node), key=str)
+
+    for (layer, kind), nodes in sorted(reads.items()):
         if kind == "k":
             q0 = f"L{layer:02d}.attn.q_proj.h0"  # node ids are stable (graph.nodes)
-            start_nodes = sorted(graph.predecessors(q0), key=str) if q0 in graph else []
-        else:
-            last_k = max(
-                reads.get((layer, "k"), []),
-                key=lambda n: graph.nodes[n]["params"]["positions"][0],
-                default=None,
-            )
-            start_nodes = sorted(graph.successors(last_k), key=str) if last_k else []
-        depth = 2 if kind == "k" else 1
+            first = sorted(graph.predecessors(q0), key=str) if q0 in graph else []
+            for t, n in enumerate(nodes):
+                sources = first
+                if t >= 2:
+                    scores = after(nodes[t - 2])
+                    exps = [
+                        x for sc in scores for x in after(sc) if graph.nodes[x]["func"] == "EXP"
+                    ]
+                    sources = scores + [r for x in exps for r in after(x)]
+                edges.extend((u, n) for u in sources if u != n)
+            continue
+        k_reads = reads.get((layer, "k"), [])
         for t, n in enumerate(nodes):
-            prev = nodes[t - depth] if t >= depth else None
-            after = sorted(graph.successors(prev), key=str) if prev else start_nodes
-            edges.extend((u, n) for u in after if u != n)
+            sources = after(nodes[t - 1]) if t >= 1 else []
+            if t < len(k_reads):
+                sources += after(k_reads[t])
+            edges.extend((u, n) for u in sources if u != n)
     return edges
 
 
 def occupancy(schedule: Any, problem: Any, capacity: str) -> list[tuple[int, int]]:
     """Bytes allocated on `capacity` over time: ``[(t, bytes from t on), ...]``.
 
-    Each demanding node holds its bytes from its start until the last finish of itself and
-    its successors. Only the times where the total changes are listed; the last entry is
-    the drop to 0. An empty list means nothing demands this capacity.
+    Each hold (`SchedulingProblem.holds`) keeps its bytes from its node's start until the
+    last finish of the node and the hold's readers. Only the times where the total changes
+    are listed; the last entry is the drop to 0. An empty list means nothing demands this capacity.
     """
     finish = {n: s.finish for n, s in schedule.slots.items()}
     delta: dict[int, int] = {}
-    for n, row in problem.demands.items():
-        d = row.get(capacity)
+    for hold in problem.holds:
+        d = dict(hold.row).get(capacity)
         if not d:
             continue
-        start = schedule.slots[n].start
-        end = problem.held_until(n, finish)
+        start = schedule.slots[hold.node].start
+        end = problem.hold_end(hold, finish)
         if end <= start:
             continue
         delta[start] = delta.get(start, 0) + d

@@ -22,12 +22,12 @@ data (dicts of numbers and names) that the report, the JSON output and the bench
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from math import ceil
 from typing import Any
 
 from pccx_flow.schedule.model import Schedule, Slot
-from pccx_flow.schedule.problem import SchedulingProblem
+from pccx_flow.schedule.problem import SchedulingProblem, pool_instance_names
 
 Node = Hashable
 
@@ -79,16 +79,18 @@ def residency_bounds(problem: SchedulingProblem) -> dict[str, int]:
     """A lower bound per capacity from the byte-cycles its demands must spend resident.
 
     Claim: for every valid schedule of length T and each capacity c of size C,
-    ``T >= ceil(sum_n d_n * (m_n + max_{s in succ(n)} m_s) / C)`` where d_n is n's demand
-    on c and m_x the least cost of x on any lane (the max over no successors is 0).
+    ``T >= ceil(sum_h d_h * (m_n + max_{s in readers(h)} m_s) / C)`` over the holds h of
+    the problem (`SchedulingProblem.holds`: bytes d_h of node n freed when n and the hold's
+    readers, all successors of n, finished), m_x the least cost of x on any lane (the max
+    over no readers is 0).
 
-    Proof: n's bytes are resident from start(n) to the last finish of n and its
-    successors (the problem's rule, checked by the validator). n runs at least m_n, and
-    every successor s starts no earlier than finish(n) and runs at least m_s, so each
-    finishes no earlier than start(n) + m_n + m_s: n is resident for at least
-    m_n + max_s m_s cycles, all within [0, T]. The occupancy of c is at most C at every
-    moment, so its integral over [0, T] - which is the sum of d_n times n's residency - is
-    at most C * T. Dividing by C gives the claim (T is an integer, hence the ceiling).
+    Proof: h's bytes are resident from start(n) to the last finish of n and its readers
+    (the problem's rule, checked by the validator). n runs at least m_n, and every reader
+    s starts no earlier than finish(n) and runs at least m_s, so each finishes no earlier
+    than start(n) + m_n + m_s: h is resident for at least m_n + max_s m_s cycles, all
+    within [0, T]. The occupancy of c is at most C at every moment, so its integral over
+    [0, T] - the sum of d_h times h's residency - is at most C * T. Dividing by C gives
+    the claim (T is an integer, hence the ceiling).
 
     It adds a constraint to the problem and removes none, so every bound without memory
     stays valid; this one binds when the capacity is small against long-lived bytes (KV
@@ -97,11 +99,11 @@ def residency_bounds(problem: SchedulingProblem) -> dict[str, int]:
     out: dict[str, int] = {}
     for cap, size in problem.capacities.items():
         total = 0
-        for n, row in problem.demands.items():
-            d = row.get(cap, 0)
+        for hold in problem.holds:
+            d = dict(hold.row).get(cap, 0)
             if d:
-                after = max((problem.min_cost(s) for s in problem.succs[n]), default=0)
-                total += d * (problem.min_cost(n) + after)
+                after = max((problem.min_cost(s) for s in hold.readers), default=0)
+                total += d * (problem.min_cost(hold.node) + after)
         if total and size:
             out[f"residency:{cap}"] = ceil(total / size)
     return out
@@ -424,6 +426,31 @@ def ple_slack(schedule: Schedule, problem: SchedulingProblem, latest: dict | Non
     }
 
 
+def pool_busy(schedule: Schedule, pools: Mapping[str, int]) -> dict[str, list[tuple[int, int]]]:
+    """Per pool, how many of its instances are busy over time: ``[(t, busy from t on), ...]``.
+
+    The series starts at cycle 0 and lists only the times where the count changes (the
+    Gantt chart's weight-port row draws it). `pools` maps pool name to instance count, as
+    `SchedulingProblem.pools` and `Profile.pools` do; slots name the instances they hold.
+    """
+    of_instance = pool_instance_names(pools)
+    out = {}
+    for pool in pools:
+        delta: dict[int, int] = defaultdict(int)
+        for slot in schedule.slots.values():
+            held = sum(of_instance.get(i) == pool for i in slot.resources)
+            if held and slot.finish > slot.start:
+                delta[slot.start] += held
+                delta[slot.finish] -= held
+        series = [(0, 0)]
+        for t in sorted(delta):
+            if delta[t]:
+                busy = series[-1][1] + delta[t]
+                series[-1:] = [(t, busy)] if t == series[-1][0] else [series[-1], (t, busy)]
+        out[pool] = series
+    return out
+
+
 def pool_occupancy(schedule: Schedule, problem: SchedulingProblem) -> dict[str, dict[int, int]]:
     """Per pool, cycles of the makespan with 0, 1, ..., count instances busy.
 
@@ -432,20 +459,11 @@ def pool_occupancy(schedule: Schedule, problem: SchedulingProblem) -> dict[str, 
     """
     out = {}
     span = schedule.makespan
-    for pool, count in problem.pools.items():
-        events: list[tuple[int, int]] = []
-        for slot in schedule.slots.values():
-            held = sum(problem.pool_of_instance.get(i) == pool for i in slot.resources)
-            if held and slot.finish > slot.start:
-                events.append((slot.start, held))
-                events.append((slot.finish, -held))
-        events.sort()
+    for pool, series in pool_busy(schedule, problem.pools).items():
+        count = problem.pools[pool]
         cycles = dict.fromkeys(range(count + 1), 0)
-        busy = last = 0
-        for t, delta in events:
-            cycles[min(busy, count)] += t - last
-            busy, last = busy + delta, t
-        cycles[min(busy, count)] += span - last
+        for (t, busy), (end, _) in zip(series, [*series[1:], (span, 0)], strict=True):
+            cycles[min(busy, count)] += end - t
         out[pool] = cycles
     return out
 

@@ -17,6 +17,7 @@ such a problem; every policy, the timeline, the validator and the metrics work o
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
@@ -80,6 +81,7 @@ class SchedulingProblem:
         source: Any = None,
         capacities: Mapping[str, int] | None = None,
         demands: Mapping[Node, Mapping[str, int]] | None = None,
+        holds: Mapping[Node, Iterable[tuple[Iterable[Node], Mapping[str, int]]]] | None = None,
     ) -> None:
         if not nx.is_directed_acyclic_graph(graph):
             cycle = nx.find_cycle(graph)
@@ -148,7 +150,18 @@ class SchedulingProblem:
                     )
             self.resources[n] = needed
 
+        if holds is not None and demands is not None:
+            raise GraphError("give a problem demands or holds, not both")
+        if holds is not None:
+            demands = _sum_holds(holds)
         self.capacities, self.demands = check_capacities(self.order, capacities, demands)
+        self.holds: tuple[Hold, ...] = _check_holds(self, holds)
+        self.holds_of: dict[Node, tuple[int, ...]] = {}
+        self.holds_read_by: dict[Node, tuple[int, ...]] = {}
+        for i, h in enumerate(self.holds):
+            self.holds_of[h.node] = self.holds_of.get(h.node, ()) + (i,)
+            for r in h.readers:
+                self.holds_read_by[r] = self.holds_read_by.get(r, ()) + (i,)
 
     @classmethod
     def from_functions(
@@ -224,10 +237,17 @@ class SchedulingProblem:
         return sum(self.comm(u, v, a, b) for a, b in pairs) / len(pairs)
 
     def held_until(self, node: Node, finish: Mapping[Node, int]) -> int:
-        """When `node`'s capacity demand is freed: the last finish of it and its successors."""
+        """When the last of `node`'s holds is freed: the last finish of it and its readers."""
         end = finish[node]
-        for s in self.succs[node]:
-            f = finish[s]
+        for i in self.holds_of.get(node, ()):
+            end = max(end, self.hold_end(self.holds[i], finish))
+        return end
+
+    def hold_end(self, hold: Hold, finish: Mapping[Node, int]) -> int:
+        """When `hold` is freed: the last finish of its node and of its readers."""
+        end = finish[hold.node]
+        for r in hold.readers:
+            f = finish[r]
             if f > end:
                 end = f
         return end
@@ -284,6 +304,51 @@ def check_capacities(
     return caps, dem
 
 
+@dataclass(frozen=True)
+class Hold:
+    """Bytes a node allocates at its start, freed when it and all of `readers` finished.
+
+    One per output tensor (or per set of outputs with the same readers): a node's scores
+    die at their EXP while its 4-byte maximum waits for the end of the head.
+    """
+
+    node: Node
+    readers: tuple[Node, ...]
+    row: tuple[tuple[str, int], ...]  # (capacity, bytes), bytes > 0
+
+
+def _sum_holds(holds: Mapping[Node, Iterable[tuple[Iterable[Node], Mapping[str, int]]]]) -> dict:
+    out: dict[Node, dict[str, int]] = {}
+    for n, parts in holds.items():
+        for _, row in parts:
+            for cap, d in row.items():
+                out.setdefault(n, {})[cap] = out.get(n, {}).get(cap, 0) + d
+    return out
+
+
+def _check_holds(problem: SchedulingProblem, holds) -> tuple[Hold, ...]:
+    """The problem's holds: as given (readers must be successors), else one per demanding
+    node with all its successors as readers (the rule of `check_capacities`)."""
+    if holds is None:
+        return tuple(
+            Hold(n, problem.succs[n], tuple(row.items())) for n, row in problem.demands.items()
+        )
+    out: list[Hold] = []
+    for n in problem.order:
+        for readers, row in holds.get(n, ()):
+            readers = tuple(dict.fromkeys(readers))
+            bad = [r for r in readers if r not in problem.succs[n]]
+            if bad:
+                raise GraphError(f"node {n!r}: hold reader {bad[0]!r} is not a successor of it")
+            for c, d in row.items():
+                if int(d) != d or d < 0:
+                    raise GraphError(f"node {n!r}: hold of {d!r} bytes on {c!r} is not an int >= 0")
+            clean = tuple((str(c), int(d)) for c, d in row.items() if d)
+            if clean:
+                out.append(Hold(n, readers, clean))
+    return tuple(out)
+
+
 def _program_order(graph: nx.DiGraph) -> tuple[Node, ...]:
     """The graph's insertion order if it is topological, else the closest topological order."""
     nodes = list(graph.nodes)
@@ -302,8 +367,9 @@ def problem_from_graph(
     instance of each pool `node_resources` names. Communication is free: every lane reads and
     writes the shared L2, so a value produced on one lane is visible to all. With
     ``memory=True`` the problem also carries the profile's L2 (and SFU reach) as capacities
-    and each node's resident bytes as demands, and its DAG (a copy of `graph`) gains the
-    order-only edges that issue KV tile reads just ahead of use (`pccx_flow.schedule.memory`).
+    and each output tensor's resident bytes as holds (`memory.decode_holds`), and its DAG
+    (a copy of `graph`) gains the order-only edges that issue KV tile reads just ahead of
+    use (`pccx_flow.schedule.memory`).
     """
     from pccx_flow.hardware.cost import node_cycles, node_resources
 
@@ -329,13 +395,13 @@ def problem_from_graph(
         cycles = int(node_cycles(view, profile))
         costs[n] = {name: cycles for name in names}
         resources[n] = tuple(node_resources(view, profile))
-    capacities = demands = None
+    capacities = holds = None
     dag = graph
     if memory:
-        from pccx_flow.schedule.memory import decode_capacities, decode_demands, kv_prefetch_edges
+        from pccx_flow.schedule.memory import decode_capacities, decode_holds, kv_prefetch_edges
 
         capacities = decode_capacities(profile)
-        demands = decode_demands(graph, capacities)
+        holds = decode_holds(graph, capacities)
         dag = graph.copy()
         dag.add_edges_from(kv_prefetch_edges(graph), order_only=True, bytes=0)
     return SchedulingProblem(
@@ -347,5 +413,5 @@ def problem_from_graph(
         name=f"{graph.graph.get('config', 'graph')} on {profile.name}",
         source=graph,
         capacities=capacities,
-        demands=demands,
+        holds=holds,
     )

@@ -185,7 +185,8 @@ class Timeline:
         self._no_comm = not problem.has_comm
         self._hint: tuple | None = None
         self._ledgers = {name: CapacityLedger(size) for name, size in problem.capacities.items()}
-        self._unplaced_succs: dict[Node, int] = {n: len(problem.succs[n]) for n in problem.demands}
+        # per hold (`SchedulingProblem.holds`): readers not placed yet; 0 once it is closed
+        self._unread: list[int] = [len(h.readers) for h in problem.holds]
         self._demand_key: dict[Node, tuple] = {
             n: tuple(row.items()) for n, row in problem.demands.items()
         }
@@ -357,10 +358,13 @@ class Timeline:
                 f"node {node!r} needs {nbytes:,} bytes of {cap!r}, more than its capacity of "
                 f"{ledger.size:,} bytes: no schedule fits; split the node into smaller tiles"
             )
-        holders = sum(
-            1
-            for n, left in self._unplaced_succs.items()
-            if left and n in self.slots and any(c == cap for c, _ in self._demand_key[n])
+        holds = self.problem.holds
+        holders = len(
+            {
+                holds[i].node
+                for i, left in enumerate(self._unread)
+                if left and holds[i].node in self.slots and any(c == cap for c, _ in holds[i].row)
+            }
         )
         return (
             f"memory deadlock: node {node!r} needs {nbytes:,} bytes of {cap!r} "
@@ -370,27 +374,26 @@ class Timeline:
         )
 
     def _allocate(self, node: Node, slot: Slot) -> None:
-        """Open `node`'s demands, and close those of predecessors it was the last reader of."""
+        """Open `node`'s holds, and close the holds it was the last reader of."""
         problem = self.problem
-        if node in self._demand_key:
-            if self._unplaced_succs[node]:
-                for cap, nbytes in self._demand_key[node]:
+        holds = problem.holds
+        for i in problem.holds_of.get(node, ()):
+            if self._unread[i]:
+                for cap, nbytes in holds[i].row:
                     self._ledgers[cap].open_bytes += nbytes
             else:
-                for cap, nbytes in self._demand_key[node]:
+                for cap, nbytes in holds[i].row:
                     self._ledgers[cap].add_closed(slot.start, slot.finish, nbytes)
-        for p in problem.preds[node]:
-            left = self._unplaced_succs.get(p)
-            if left is None:
-                continue
-            left -= 1
-            self._unplaced_succs[p] = left
+        slots = self.slots
+        for i in problem.holds_read_by.get(node, ()):
+            left = self._unread[i] - 1
+            self._unread[i] = left
             if left:
                 continue
-            slots = self.slots
-            start = slots[p].start
-            end = max(slots[p].finish, max(slots[q].finish for q in problem.succs[p]))
-            for cap, nbytes in self._demand_key[p]:
+            h = holds[i]
+            start = slots[h.node].start
+            end = max(slots[h.node].finish, max(slots[r].finish for r in h.readers))
+            for cap, nbytes in h.row:
                 ledger = self._ledgers[cap]
                 ledger.open_bytes -= nbytes
                 ledger.add_closed(start, end, nbytes)

@@ -105,13 +105,13 @@ def validate_schedule(schedule: Schedule, problem: SchedulingProblem) -> None:
     #    same instant, since [start, end) intervals that touch do not overlap)
     for cap, size in problem.capacities.items():
         events = []
-        for node, row in problem.demands.items():
-            nbytes = row.get(cap, 0)
+        for hold in problem.holds:
+            nbytes = dict(hold.row).get(cap, 0)
             if not nbytes:
                 continue
+            node = hold.node
             start = slots[node].start
-            readers = problem.graph.successors(node)
-            end = max([slots[node].finish] + [slots[s].finish for s in readers])
+            end = max([slots[node].finish] + [slots[s].finish for s in hold.readers])
             if end > start:
                 events.append((start, 1, nbytes, node))
                 events.append((end, 0, -nbytes, node))

@@ -14,9 +14,24 @@ CASES = [("v002-spec", "critical-path"), ("v002-as-built", "heft"), ("v002-spec"
 
 
 def lowered(profile_name: str, policy: str, position: int = 9, semantics: str = "pccx"):
+    return lowered_graph(profile_name, policy, position=position, semantics=semantics)
+
+
+def lowered_graph(
+    profile_name: str = "v002-spec",
+    policy: str = "critical-path",
+    *,
+    position: int = 9,
+    semantics: str = "pccx",
+    tile_rows: int | None = None,
+):
+    """(graph, schedule, profile, program) of one tiny step (`tile_rows` None: the default)."""
     profile = load_profile(profile_name)
     config = get_config("tiny")
-    graph = build_decode_graph(config, semantics=semantics, position=position, profile=profile)
+    extra = {} if tile_rows is None else {"tile_rows": tile_rows}
+    graph = build_decode_graph(
+        config, semantics=semantics, position=position, profile=profile, **extra
+    )
     schedule = run_policy(graph, profile, policy, seed=1)
     return graph, schedule, profile, lower(graph, schedule, profile, config)
 

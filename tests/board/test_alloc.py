@@ -9,27 +9,32 @@ def test_words_round_up_to_128_bit_words():
     assert [words_for(n) for n in (0, 1, 16, 17, 64)] == [1, 1, 1, 2, 4]
 
 
-def test_low_requests_stay_inside_the_reach_and_high_ones_fill_from_the_top():
-    a = L2Allocator(total_words=100, reach_words=10)
+def test_low_requests_stay_inside_the_reach_and_large_ones_stack_from_the_top():
+    a = L2Allocator(total_words=160, reach_words=10)
     assert a.alloc(6, low=True) == 0
     assert a.alloc(5, low=True) is None  # 6 + 5 > reach 10, though L2 has room
-    assert a.alloc(30, low=False) == 70
+    assert a.alloc(30, low=False) == 130  # large (>= 1/16 of L2): the top
     assert a.alloc(4, low=True) == 6
-    assert a.live_words == 40 and a.peak_words == 40
+    assert a.alloc(20, low=False) == 110  # large again: stacked under the first
+    assert a.live_words == 60 and a.peak_words == 60
 
 
-def test_release_merges_neighbours_and_best_fit_uses_the_smallest_hole():
-    a = L2Allocator(total_words=100, reach_words=100)
-    x = a.alloc(10, low=False)  # 90..100
-    y = a.alloc(20, low=False)  # 70..90
-    z = a.alloc(5, low=False)  # 65..70
-    a.release(y, 20)
-    assert a.largest_hole() == 65  # 0..65 is one hole, 70..90 another
-    assert a.alloc(20, low=False) == 70  # best fit: the 20-word hole, not the 65-word one
-    a.release(70, 20)
-    a.release(x, 10)
-    a.release(z, 5)
-    assert a.free == [[0, 100]] and a.live_words == 0 and a.peak_words == 35
+def test_small_ones_fill_from_the_bottom_and_leave_the_large_a_contiguous_hole():
+    """The two-ended heap: small regions never split the space the large ones need."""
+    a = L2Allocator(total_words=160, reach_words=160)
+    big = [a.alloc(40, low=False) for _ in range(3)]  # 120..160, 80..120, 40..80
+    assert big == [120, 80, 40]
+    small = [a.alloc(4, low=False) for _ in range(5)]  # first fit from 0 upward
+    assert small == [0, 4, 8, 12, 16]
+    a.release(80, 40)  # the middle tile dies: its whole hole is free again
+    assert a.alloc(40, low=False) == 80
+    for addr in small[::2]:
+        a.release(addr, 4)
+    assert a.alloc(4, low=False) == 0  # first fit reuses the lowest hole
+    a.release(0, 4)
+    for addr in (120, 80, 40, 4, 12):
+        a.release(addr, 40 if addr >= 40 else 4)
+    assert a.free == [[0, 160]] and a.live_words == 0 and a.peak_words == 140
 
 
 def test_slot_cache_reuses_values_and_evicts_the_least_recently_used():

@@ -148,3 +148,34 @@ def test_a_program_that_does_not_fit_fails_in_one_line(tiny_program):
     msg = str(info.value)
     assert "\n" not in msg
     assert msg.startswith("does not fit: tensor ") and "instruction" in msg and "peak" in msg
+
+
+def test_a_kv_tile_grouped_with_the_new_row_is_freed_after_its_own_last_reader():
+    """A key tile and this step's row are one operand (one region), but later KV-sharing
+    layers keep reading the row: the tile's words must come back when the tile dies, not
+    when the row does (else a long context's tiles pile up in L2)."""
+    from tests.board.conftest import lowered_graph
+
+    graph, schedule, _, prog = lowered_graph(position=19, tile_rows=8)
+    order = {s.node: i for i, s in enumerate(schedule.order())}
+    born, dies = {}, {}
+    for n, d in graph.nodes(data=True):
+        for t in d["outputs"]:
+            born[t["name"]] = order[n]
+        for t in d["inputs"]:
+            dies[t["name"]] = max(dies.get(t["name"], -1), order[n])
+    groups = [r["parts"] for r in prog.l2.values() if "parts" in r]
+    shared = [
+        p for p in groups
+        if len(p) == 2 and graph.nodes[p[0]]["kernel"] == "kv_read" and dies[p[1]] > dies[p[0]]
+    ]  # fmt: skip
+    assert shared, "no key tile grouped with a longer-lived new row at this size"
+    reused = 0
+    for tile, row in shared:
+        a, w = prog.l2[tile]["addr"], prog.l2[tile]["words"]
+        reused += any(
+            r["addr"] < a + w and a < r["addr"] + r["words"]
+            and dies[tile] < born.get(t, -1) < dies[row]
+            for t, r in prog.l2.items() if "parts" not in r and t not in (tile, row)
+        )  # fmt: skip
+    assert reused > 0

@@ -48,7 +48,13 @@ def test_dispatch_on_the_fake_device_equals_emulate_bit_for_bit(
     with dev:
         npu = dev.open(by_name=True)
         r = run_step(
-            program, npu, buffers, tokens[-1], run_host_step=model.run_host_step, timeout=5.0
+            program,
+            npu,
+            buffers,
+            tokens[-1],
+            run_host_step=model.run_host_step,
+            host_memory=model.host_memory,
+            timeout=5.0,
         )
         npu.window.close()
     assert dev.faults == []

@@ -308,15 +308,16 @@ def test_failing_kernel_is_an_execution_error_naming_the_node(
 
 @pytest.mark.parametrize("semantics", ["pccx", "gemma3n"])
 def test_small_tiles_split_keys_and_weights_across_many_nodes(tiny_ckpt, tiny_config, semantics):
-    """tile_rows=8 at position 19: three key tiles per head (softmax max and sum over tiles)
-    and many GEMV tiles per matrix, paths the default 512-row tiles never take on tiny."""
+    """tile_rows=8 at position 19: three key tiles per head (the key-split softmax combined on
+    the host) and many GEMV tiles per matrix, paths the default 512-row tiles never take on
+    tiny."""
     tokens = [(37 * i + 2) % 512 for i in range(20)]
     p = len(tokens) - 1
     cache = new_kv_cache(tiny_config, semantics)
     ref_logits = [decode_step(tiny_ckpt, t, i, cache, semantics=semantics) for i, t in
                   enumerate(tokens)]  # fmt: skip
     g = build_decode_graph(tiny_config, semantics=semantics, position=p, tile_rows=8)
-    assert any(n.endswith(".softmax.h0.max") for n in g)  # more than one key tile
+    assert any(n.endswith(".attn.combine.h0") for n in g)  # more than one key tile
     state = new_decode_state(tiny_config, semantics, token_id=tokens[p], position=p)
     state.k_cache[:, :p] = cache.k[:, :p]
     state.v_cache[:, :p] = cache.v[:, :p]

@@ -56,7 +56,8 @@ def expected_layer_counts(cfg, layer: int, semantics: str, position: int, t: int
         start = max(0, position - cfg.sliding_window + 1)
     n_keys = position + 1 - start
     kt = tiles(n_keys, t)
-    softmax = 3 * kt + (2 if kt > 1 else 0)  # exp, rsum, scale per key tile (+ max, sum)
+    # exp, rsum per key tile, then SCALE (one tile) or the host's split-K combine (several)
+    softmax = 2 * kt + 1
     per_q_head = 1 + NORM + 1 + kt + softmax + kt  # proj, norm, rope, scores, softmax, ·V
     attn = 3 + cfg.n_q_heads * per_q_head  # rope phase, sin, cos
     if owns_kv(cfg, layer):

@@ -119,10 +119,15 @@ def test_bokeh_figure_rows_bars_hover_and_critical_strip(toy):
         assert colour == gantt_colour(g.nodes[node]["block"])
     strip = _model(layout, "pccx-critical")
     assert set(strip.data["node"]) == set(path)
+    for i, node in enumerate(strip.data["node"]):
+        slot = schedule.slots[node]
+        assert (strip.data["start"][i], strip.data["finish"][i]) == (slot.start, slot.finish)
     subtitle = _model(layout, "pccx-planned-subtitle").text
     assert "model estimate from profile toy-profile, not measured" in subtitle
     hover = [t for t in fig.tools if t.__class__.__name__ == "HoverTool"][0]
     assert {"node", "layer", "op / kernel", "cycles"} <= {name for name, _ in hover.tooltips}
+    assert ("time", "@start{us} (model estimate)") in hover.tooltips  # µs at the toy's 400 MHz
+    assert hover.formatters["@start"].args["hz"] == 400e6
 
 
 def gantt_colour(block):
@@ -235,3 +240,127 @@ def test_a_schedule_of_zero_length_still_draws(tmp_path):
     assert [b["node"] for b in gantt_data(schedule, g).bars] == [node]
     write_gantt(schedule, g, tmp_path / "g.svg")
     assert "makespan 0 cycles" in write_gantt(schedule, g, tmp_path / "g.html").read_text()
+
+
+def _tiny_schedule(profile_name: str = "v002-as-built"):
+    """A real `critical-path` schedule of two `tiny` layers, its graph, metrics and profile."""
+    from pccx_flow.graph.build import build_decode_graph
+    from pccx_flow.hardware.profile import load_profile
+    from pccx_flow.schedule.metrics import schedule_metrics
+    from pccx_flow.schedule.problem import problem_from_graph
+    from pccx_flow.schedule.registry import make_policy, run_on_problem
+
+    profile = load_profile(profile_name)
+    graph = build_decode_graph("tiny", layers=(3, 5), position=7, profile=profile)
+    problem = problem_from_graph(graph, profile)
+    policy = make_policy("critical-path")
+    schedule = run_on_problem(policy, problem, label="critical-path", profile=profile.name)
+    return schedule, graph, schedule_metrics(schedule, problem, profile), profile
+
+
+def _value_at(points, t):
+    """The step series' value at cycle `t` (each point holds until the next)."""
+    value = 0
+    for x, y in points:
+        if x > t:
+            break
+        value = y
+    return value
+
+
+def test_weight_port_row_is_how_many_ports_the_schedule_holds(tmp_path):
+    schedule, graph, metrics, profile = _tiny_schedule()
+    l2 = OccupancyRow("L2", [(0, 0), (50, 10)], 64, "KiB")
+    data = gantt_data(schedule, graph, metrics=metrics, profile=profile, occupancy=[l2])
+    assert [r.name for r in data.occupancy] == ["weight_port busy", "L2"]  # pools first
+    row = data.occupancy[0]
+    assert row.capacity == profile.pools["weight_port"] == 2
+    # Independently of the code under test: at each sampled cycle, count the weight-port
+    # instances (named weight_port0, weight_port1, ...) held by slots running then.
+    slots = list(schedule.slots.values())
+    times = sorted({s.start for s in slots} | {s.finish for s in slots}
+                   | {(s.start + s.finish) // 2 for s in slots})  # fmt: skip
+    peak = 0
+    for t in times:
+        busy = sum(
+            1
+            for s in slots
+            if s.start <= t < s.finish
+            for r in s.resources
+            if r.rstrip("0123456789") == "weight_port"
+        )
+        assert _value_at(row.points, t) == busy, t
+        peak = max(peak, busy)
+    assert peak == 2  # both ports are used at some point: the row is not flat
+    layout = schedule_figure(data)
+    lanes = _model(layout, "pccx-planned")
+    ports = _model(layout, "pccx-occupancy-weight_port busy")
+    assert ports.x_range is lanes.x_range
+    assert layout.children.index(ports) < layout.children.index(_model(layout, "pccx-occupancy-L2"))
+    assert list(ports.yaxis[0].ticker.ticks) == [0, 1, 2]
+    out = write_gantt(schedule, graph, tmp_path / "g.svg", metrics=metrics, profile=profile)
+    assert "weight_port" in _svg_texts(out)
+
+
+def test_pool_rows_follow_the_pools_given_or_the_profile(toy):
+    g, schedule, _ = toy
+    assert gantt_data(schedule, g).occupancy == []  # the toy profile has no pools
+    held = dict(schedule.slots)
+    node = next(n for n in held if n.endswith(".t00"))
+    slot = held[node]
+    schedule.slots = {**held, node: Slot(node, slot.lane, slot.start, slot.finish, ("port0",))}
+    [row] = gantt_data(schedule, g, pools={"port": 3}).occupancy
+    assert (row.name, row.capacity) == ("port busy", 3.0)
+    assert list(row.points) == [(0, 0), (slot.start, 1), (slot.finish, 0)]
+    assert gantt_data(schedule, g, pools={}).occupancy == []
+
+
+def test_dashboard_plan_carries_the_weight_port_row():
+    from pccx_flow.dashboard.client import plan_message
+
+    schedule, graph, _, _ = _tiny_schedule("v002-spec")
+    plan = plan_message(graph, schedule, 1, 1, 7)  # the schedule names its profile only
+    assert [r["name"] for r in plan["gantt"]["occupancy"]] == ["weight_port busy"]
+
+
+def _lane_row_px(svg_path, lane: str) -> float:
+    """The height of `lane`'s row in pixels at the chart's DPI, from its first bar in the SVG
+    (bars are 0.72 of a row; SVG lengths are points, 72 per inch)."""
+    from pccx_flow.render.gantt_mpl import DPI
+
+    group = next(el for el in ET.parse(svg_path).getroot().iter(f"{SVG}g")
+                 if el.get("id") == f"lane-{lane}")  # fmt: skip
+    ys = [float(v) for v in re.findall(r"[ML] [-\d.]+ ([-\d.]+)", group[0].get("d"))]
+    return (max(ys) - min(ys)) / 0.72 * DPI / 72
+
+
+def test_svg_rows_keep_their_minimum_height_however_many_rows(tmp_path, toy):
+    from pccx_flow.render.gantt_mpl import OCCUPANCY_PX, ROW_PX
+
+    g, schedule, _ = toy
+    few = write_gantt(schedule, g, tmp_path / "few.svg")
+    extra = [SimpleNamespace(name=f"gemv{i}", lane_class="gemv") for i in range(2, 20)]
+    schedule.lanes = [*TOY_LANES[:2], *extra, *TOY_LANES[2:]]  # 24 lanes, host0 last
+    occ = [OccupancyRow(f"row{i}", [(0, 0), (100, i)], 4) for i in range(3)]
+    many = write_gantt(schedule, g, tmp_path / "many.svg", occupancy=occ)
+    for path in (few, many):
+        for lane in ("host0", "sfu0", "gemv0"):
+            assert ROW_PX - 0.5 <= _lane_row_px(path, lane) <= 1.25 * ROW_PX, (path, lane)
+
+    def height_px(path):
+        return float(ET.parse(path).getroot().get("height").removesuffix("pt")) / 72 * 100
+
+    grown = height_px(many) - height_px(few)  # 18 more lanes and 3 occupancy panels
+    assert grown >= 18 * ROW_PX + 3 * OCCUPANCY_PX
+
+
+def test_thin_steps_keep_each_pixels_first_lowest_highest_and_last_point():
+    from pccx_flow.render.gantt_mpl import step_outline, thin_steps
+
+    # pixel 0 (cycles 0..9): 6 points; pixel 1: 2 points, kept as they are
+    points = [(0, 1), (2, 5), (3, 0), (5, 9), (7, 4), (8, 2), (10, 3), (15, 0)]
+    assert thin_steps(points, 10) == [(0, 1), (3, 0), (5, 9), (8, 2), (10, 3), (15, 0)]
+    assert thin_steps(points, 1) == points  # one point per pixel: nothing dropped
+    assert step_outline([(0, 1), (4, 2), (6, 0)]) == [
+        (0, 0.0), (0, 1), (4, 1), (4, 2), (6, 2), (6, 0), (6, 0), (6, 0.0),
+    ]  # fmt: skip

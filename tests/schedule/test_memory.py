@@ -15,6 +15,7 @@ from pccx_flow.schedule.memory import (
     L2_REACH,
     decode_capacities,
     decode_demands,
+    decode_holds,
     l2_occupancy,
     occupancy,
     occupancy_stats,
@@ -88,6 +89,47 @@ def test_a_node_larger_than_the_capacity_says_no_schedule_fits():
     t = Timeline(two_pairs(50))
     with pytest.raises(ScheduleError, match="more than its capacity of 50 bytes"):
         t.place("a", "x0")
+
+
+def two_outputs(per_tensor: bool) -> SchedulingProblem:
+    """a writes 60 bytes read by b and 10 read by d; x (60 bytes) runs between b and d."""
+    g = nx.DiGraph([("a", "b"), ("b", "x"), ("x", "d"), ("a", "d")])
+    costs = {n: {"x0": 10} for n in "abxd"}
+    if per_tensor:
+        holds = {"a": [(("b",), {L2: 60}), (("d",), {L2: 10})], "x": [(("d",), {L2: 60})]}
+        return SchedulingProblem(g, [Lane("x0", "cpu")], costs, capacities={L2: 100}, holds=holds)
+    demands = {"a": {L2: 70}, "x": {L2: 60}}
+    return SchedulingProblem(g, [Lane("x0", "cpu")], costs, capacities={L2: 100}, demands=demands)
+
+
+def test_each_hold_is_freed_by_its_own_readers():
+    """Per tensor: a's 60 bytes leave when b finishes, so x fits; per node (all of a's 70
+    bytes until d) the same order deadlocks."""
+    order = (("a", "x0"), ("b", "x0"), ("x", "x0"), ("d", "x0"))
+    t = place_all(two_outputs(per_tensor=True), order)
+    schedule = t.to_schedule("holds", "none")
+    validate_schedule(schedule, t.problem)
+    # at 20 a's 60 bytes leave as x's 60 arrive: 70 from 0 to 40, x never waits
+    assert l2_occupancy(schedule, t.problem) == [(0, 70), (40, 0)]
+    assert t.slots["x"].start == 20 and not t.memory_wait
+    assert t.problem.demands == {"a": {L2: 70}, "x": {L2: 60}}  # the holds, summed
+    with pytest.raises(ScheduleError, match="memory deadlock: node 'x'"):
+        place_all(two_outputs(per_tensor=False), order)
+
+
+def test_bad_holds_are_refused():
+    g = nx.DiGraph([("a", "b"), ("b", "c")])
+    lanes, costs = [Lane("x0", "cpu")], {n: {"x0": 1} for n in "abc"}
+    with pytest.raises(GraphError, match="hold reader 'c' is not a successor"):
+        SchedulingProblem(g, lanes, costs, capacities={L2: 9}, holds={"a": [(("c",), {L2: 1})]})
+    with pytest.raises(GraphError, match="demands or holds, not both"):
+        SchedulingProblem(
+            g, lanes, costs, capacities={L2: 9}, demands={"a": {L2: 1}}, holds={"a": []}
+        )
+    with pytest.raises(GraphError, match="hold of -1 bytes"):
+        SchedulingProblem(
+            g, lanes, costs, capacities={L2: 9}, holds={"a": [(("b",), {L2: -1}), ((), {L2: 2})]}
+        )
 
 
 def test_bad_capacity_data_is_refused():
@@ -210,6 +252,57 @@ def test_no_schedule_the_validator_accepts_exceeds_a_capacity(case, data):
         assert peak <= capacity
 
 
+@st.composite
+def dags_with_holds(draw):
+    """As `dags_with_demands`, but each node's bytes split into holds over subsets of its
+    successors (one tensor per reader set), as decode graphs have them."""
+    g, lanes, costs, _ = draw(dags_with_demands())
+    holds = {}
+    for v in g.nodes:
+        succs = sorted(g.successors(v))
+        parts = []
+        for _ in range(draw(st.integers(0, 2))):
+            readers = draw(st.lists(st.sampled_from(succs), unique=True)) if succs else []
+            parts.append((tuple(readers), {L2: draw(st.integers(1, 40))}))
+        holds[v] = parts
+    return g, lanes, costs, holds
+
+
+def sequential_hold_peak(order, holds) -> int:
+    """Peak bytes when the nodes run one at a time in `order`: each hold resident from its
+    node's turn until its last reader's turn (written from the definition)."""
+    pos = {v: i for i, v in enumerate(order)}
+    spans = [
+        (pos[v], max([pos[v]] + [pos[r] for r in readers]), row[L2])
+        for v, parts in holds.items()
+        for readers, row in parts
+    ]
+    return max((sum(b for a, z, b in spans if a <= i <= z) for i in range(len(order))), default=0)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dags_with_holds(), st.integers(0, 60), st.sampled_from(["program-order", "critical-path"]))
+def test_holds_fit_validate_and_never_deadlock_when_one_at_a_time_fits(case, slack, policy):
+    g, lanes, costs, holds = case
+    order = SchedulingProblem(g, lanes, costs).order
+    capacity = sequential_hold_peak(order, holds) + slack
+    p = SchedulingProblem(g, lanes, costs, capacities={L2: capacity}, holds=holds)
+    try:
+        s = run_on_problem(make_policy(policy), p, label=policy, profile="none")
+    except PolicyError as exc:  # only an order other than the problem's may deadlock
+        assert policy != "program-order" and "memory deadlock" in str(exc)
+        return
+    assert max((b for _, b in l2_occupancy(s, p)), default=0) <= capacity  # and validated
+    tight = SchedulingProblem(g, lanes, costs, capacities={L2: capacity // 2}, holds=holds)
+    peak = max((b for _, b in l2_occupancy(s, p)), default=0)
+    try:
+        validate_schedule(s, tight)
+    except ScheduleError:
+        assert peak > capacity // 2
+    else:
+        assert peak <= capacity // 2
+
+
 # --- decode graphs ------------------------------------------------------------------------
 
 
@@ -219,19 +312,42 @@ def tiny_step():
     return build_decode_graph("tiny", position=40, profile=profile), profile
 
 
-def test_decode_demands_leave_host_constants_and_readback_out_of_l2(tiny_step):
+def test_decode_demands_count_what_the_npu_reads_from_l2(tiny_step):
+    """In L2: NPU outputs and host results an NPU node reads (the host writes them there
+    over the ACP, as the lowering allocates them). Not: constants, host-only values and the
+    logits read-back (host memory)."""
     graph, profile = tiny_step
     caps = decode_capacities(profile)
     assert caps == {L2: profile.memory.l2_bytes, L2_REACH: profile.sfu.l2_reach_bytes}
     assert decode_capacities(load_profile("v002-spec")) == {L2: 1_835_008}  # SFU reaches all
     demands = decode_demands(graph, caps)
+    counted_host = 0
     for n, attrs in graph.nodes(data=True):
-        if attrs["op"] in ("HOST", "MEMSET") or attrs.get("func") == "logits_readback":
+        npu_reads = any(graph.nodes[s]["op"] != "HOST" for s in graph.successors(n))
+        if attrs["op"] == "MEMSET" or attrs.get("func") == "logits_readback":
             assert n not in demands
+        elif attrs["op"] == "HOST":
+            assert (n in demands) == npu_reads, n
+            counted_host += n in demands
         elif attrs["op"] == "CVO":
             assert demands[n][L2_REACH] == demands[n][L2] > 0
+    assert counted_host > 0
     kv = [n for n, a in graph.nodes(data=True) if a.get("func") == "kv_read"]
     assert kv and all(demands[n][L2] == graph.nodes[n]["act_bytes"] for n in kv)
+
+
+def test_decode_holds_free_each_output_after_its_own_readers():
+    """A scores GEMV of a split softmax: the scores die at the EXP, the maximum lives on to
+    the host's combine (and, both read by a CVO, both sit in the SFU's window)."""
+    profile = load_profile("v002-as-built")
+    graph = build_decode_graph("tiny", position=20, tile_rows=8, profile=profile)
+    holds = decode_holds(graph, decode_capacities(profile))
+    scores = "L04.attn.scores.h1.t02"
+    got = {readers: row for readers, row in holds[scores]}
+    exp, combine = "L04.attn.softmax.h1.exp.t02", "L04.attn.combine.h1"
+    assert got == {(exp,): {L2: 5 * 4, L2_REACH: 5 * 4}, (exp, combine): {L2: 4, L2_REACH: 4}}
+    problem = problem_from_graph(graph, profile, memory=True)
+    assert problem.demands[scores] == {L2: 24, L2_REACH: 24}
 
 
 @pytest.mark.parametrize("policy", ["critical-path", "heft", "program-order"])
@@ -261,10 +377,18 @@ def test_kv_reads_are_issued_just_ahead_of_use():
     assert [graph.nodes[n]["params"]["positions"] for n in k] == [[0, 16], [16, 32], [32, 40]]
     pred = {n: set(problem.preds[n]) for n in reads}
     assert pred[k[0]] == pred[k[1]] == set(graph.predecessors("L04.attn.q_proj.h0"))
-    assert pred[k[2]] == set(graph.successors(k[0]))  # two K tiles in flight
-    assert pred[v[0]] == set(graph.successors(k[2]))  # V after the last scores
-    assert pred[v[1]] == set(graph.successors(v[0]))  # then one V tile at a time
+    # two K tiles in flight: K tile 2 waits for tile 0's scores and what frees their EXPs
+    exps = {x for sc in graph.successors(k[0]) for x in graph.successors(sc)
+            if graph.nodes[x]["func"] == "EXP"}  # fmt: skip
+    assert len(exps) == 8 and pred[k[2]] == set(graph.successors(k[0])) | {
+        r for x in exps for r in graph.successors(x)
+    }
+    assert pred[v[0]] == set(graph.successors(k[0]))  # V tile t after tile t's scores
+    # then one V tile at a time, each after its own K tile's scores
+    assert pred[v[1]] == set(graph.successors(v[0])) | set(graph.successors(k[1]))
+    assert pred[v[2]] == set(graph.successors(v[1])) | set(graph.successors(k[2]))
     assert all(graph.nodes[s]["kernel"] == "attn_pv" for s in graph.successors(v[0]))
+    assert all(graph.nodes[s]["kernel"] == "attn_scores" for s in graph.successors(k[1]))
 
 
 def test_decode_problem_with_memory_on_a_tiled_context_validates():

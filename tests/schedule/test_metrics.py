@@ -13,6 +13,7 @@ from pccx_flow.schedule.metrics import (
     laurel_overlap,
     min_cost_critical_path,
     ple_slack,
+    pool_busy,
     pool_chain_bounds,
     pool_occupancy,
     problem_bounds,
@@ -218,6 +219,9 @@ def test_pool_occupancy_by_hand():
         pools={"p": 2},
     )
     assert pool_occupancy(schedule, problem) == {"p": {0: 2, 1: 4, 2: 2}}
+    assert pool_busy(schedule, problem.pools) == {"p": [(0, 1), (2, 2), (4, 1), (6, 0)]}
+    assert pool_busy(schedule, {"p": 2, "q": 1}) == {"p": [(0, 1), (2, 2), (4, 1), (6, 0)],
+                                                    "q": [(0, 0)]}  # fmt: skip
 
 
 def pool_chain_example():
