@@ -11,6 +11,8 @@ small ones:
   from address 0 upward;
 - other small tensors: first fit from address 0 as well (above the reach, they would split
   the space the large ones need: as built, three KV tiles leave exactly the 256 KiB window);
+  the lowering retries with them above the window (``small="above-reach"``) when that
+  fails, since then they can crowd the CVO's tensors out of the window instead;
 - large regions (at least 1/16 of L2): the top of the highest hole, so they stack from the
   top and the small ones never split the space they need.
 
@@ -67,6 +69,10 @@ class L2Allocator:
 
     total_words: int
     reach_words: int
+    # where small regions that no CVO touches go: "bottom" (first fit from 0, which keeps
+    # the top free for the large ones) or "above-reach" (first fit above the CVO window,
+    # else anywhere, which keeps the window for the CVO's tensors)
+    small: str = "bottom"
     free: list[list[int]] = field(default_factory=list)  # sorted [start, end) ranges
     live_words: int = 0
     peak_words: int = 0
@@ -103,6 +109,11 @@ class L2Allocator:
             return None
         if words * LARGE_FRACTION >= self.total_words:
             return fits[-1][1] - words  # the top of the highest hole
+        if self.small == "above-reach":
+            reach = self.reach_words
+            above = [max(h[0], reach) for h in fits if h[1] - max(h[0], reach) >= words]
+            if above:
+                return above[0]
         return fits[0][0]  # small: first fit from the bottom
 
     def release(self, addr: int, words: int) -> None:
@@ -121,8 +132,14 @@ class L2Allocator:
     def free_words(self) -> int:
         return sum(h[1] - h[0] for h in self.free)
 
-    def largest_hole(self) -> int:
-        return max((h[1] - h[0] for h in self.free), default=0)
+    def largest_hole(self, below: int | None = None) -> int:
+        """The largest free run (of those ending at or below `below`, cut there)."""
+        end = self.total_words if below is None else below
+        return max((min(h[1], end) - h[0] for h in self.free if h[0] < end), default=0)
+
+    def live_below(self, below: int) -> int:
+        """Words in use below address `below` (the CVO window's occupancy)."""
+        return below - sum(min(h[1], below) - h[0] for h in self.free if h[0] < below)
 
 
 @dataclass

@@ -76,7 +76,7 @@ def f32_halves(value: float) -> tuple[int, int]:
 
 
 class _Lowering:
-    def __init__(self, graph: nx.DiGraph, schedule, profile, config):
+    def __init__(self, graph: nx.DiGraph, schedule, profile, config, small: str = "bottom"):
         self.g = graph
         self.profile = profile
         self.config = config
@@ -86,7 +86,7 @@ class _Lowering:
         self.max_batch = profile.registers.max_batch
         total = profile.memory.l2_bytes // 16
         reach = min(total, profile.sfu.l2_reach_bytes // 16)
-        self.l2 = L2Allocator(total, reach)
+        self.l2 = L2Allocator(total, reach, small=small)
         self.slots = SlotCache(profile.memory.const_cache_slots)
         self.slot_users: dict[int, int] = {}  # slot -> last word index that pointed at it
         self.ddr = ddr_layout(config)
@@ -223,12 +223,15 @@ class _Lowering:
         if addr is None:
             where = "CVO window" if low else "L2"
             limit = self.l2.reach_words if low else self.l2.total_words
+            live = self.l2.live_below(limit)
             raise AllocationError(
                 f"does not fit: tensor {name} ({words * 16} B) for instruction {index} "
                 f"(node {node}) needs {words} words of {where} but only "
-                f"{self.l2.largest_hole()} contiguous of {limit} are free; peak live demand "
-                f"{(self.l2.live_words + words) * 16} B vs {limit * 16} B on "
-                f"{self.profile.name} (schedule with an L2-aware timeline or a larger L2)"
+                f"{self.l2.largest_hole(limit)} contiguous of {limit} are free; "
+                f"{(live + words) * 16} B would be live there (L2 peak so far "
+                f"{self.l2.peak_words * 16} B) of {limit * 16} B on {self.profile.name} "
+                "(the schedule's bytes fit, their placement does not: try another policy, "
+                "or a larger L2)"
             )
         return addr
 
@@ -523,11 +526,19 @@ class _Lowering:
 
 
 def lower(graph: nx.DiGraph, schedule, profile, config) -> Program:
-    """The program of one scheduled decode step (see the module docstring)."""
-    lw = _Lowering(graph, schedule, profile, config)
-    for n in lw.order:
-        lw.node(n)
-    lw._fence("end of step")
+    """The program of one scheduled decode step (see the module docstring).
+
+    L2 placement is a heuristic (the schedule guarantees bytes, not contiguity): when the
+    default placement fails, the lowering is retried once with small tensors kept above
+    the CVO window; if that fails too, the first error is raised.
+    """
+    try:
+        lw = _lower_with(graph, schedule, profile, config, "bottom")
+    except AllocationError as first:
+        try:
+            lw = _lower_with(graph, schedule, profile, config, "above-reach")
+        except AllocationError:
+            raise first from None
     prog = lw.prog
     prog.l2 = {t: {"addr": a, "words": w} for t, (a, w) in lw.region.items()}
     # an operand of several parts is one allocation: record it whole as well
@@ -547,6 +558,14 @@ def lower(graph: nx.DiGraph, schedule, profile, config) -> Program:
     }
     prog.summary = summarise(lw)
     return prog
+
+
+def _lower_with(graph: nx.DiGraph, schedule, profile, config, small: str) -> _Lowering:
+    lw = _Lowering(graph, schedule, profile, config, small)
+    for n in lw.order:
+        lw.node(n)
+    lw._fence("end of step")
+    return lw
 
 
 def summarise(lw: _Lowering) -> dict:

@@ -45,3 +45,13 @@ def test_slot_cache_reuses_values_and_evicts_the_least_recently_used():
     slot, new, evicted = c.lookup(("weight_shape", 7, 8, 9), now=3)
     assert (slot, new, evicted) == (1, True, ("fmap_shape", 4, 5, 6))
     assert (c.memsets, c.hits, c.evictions) == (3, 1, 1)
+
+
+def test_above_reach_keeps_small_regions_out_of_the_cvo_window_while_there_is_room():
+    a = L2Allocator(total_words=1600, reach_words=400, small="above-reach")  # large: >= 100
+    assert a.alloc(80, low=False) == 400  # small: first fit above the window
+    assert a.alloc(80, low=True) == 0  # the CVO's tensors keep the window
+    assert a.alloc(1000, low=False) == 600  # large: the top of the highest hole
+    assert a.alloc(90, low=False) == 480  # above the window while there is room ...
+    assert a.alloc(50, low=False) == 80  # ... then anywhere
+    assert a.largest_hole(below=400) == 270 and a.live_below(400) == 130
