@@ -44,6 +44,20 @@ def check_program_matches(program: Program, weights, profile_name: str | None = 
         )
 
 
+def reference_prefix(program: Program, weights, tokens: list[int], precision: str = "float32"):
+    """The KV cache before the program's position: ``(k_past, v_past, cache)``.
+
+    The reference decodes ``tokens[:-1]`` at positions ``0 .. P-1``; `k_past`, `v_past` are
+    copies of its cache (what the DDR image holds before the step), `cache` the live one.
+    """
+    semantics = program.meta["semantics"]
+    cache = new_kv_cache(weights.config, semantics)
+    with computing_in(precision):
+        for p, t in enumerate(tokens[:-1]):
+            decode_step(weights, t, p, cache, semantics=semantics, precision=precision)
+    return cache.k.copy(), cache.v.copy(), cache
+
+
 def emulate_against_reference(
     program: Program,
     weights,
@@ -59,11 +73,8 @@ def emulate_against_reference(
     if len(tokens) != position + 1:
         raise InputError(f"need {position + 1} tokens for position {position}, got {len(tokens)}")
     config = weights.config
-    cache = new_kv_cache(config, semantics)
     with computing_in(precision):
-        for p, t in enumerate(tokens[:-1]):
-            decode_step(weights, t, p, cache, semantics=semantics, precision=precision)
-        k_past, v_past = cache.k.copy(), cache.v.copy()
+        k_past, v_past, cache = reference_prefix(program, weights, tokens, precision)
         want = decode_step(weights, tokens[-1], position, cache, semantics=semantics,
                            precision=precision)  # fmt: skip
         ctx = StepContext(config, semantics, position, tokens[-1], precision)

@@ -138,8 +138,14 @@ class Emulator:
 
     # --- the program -----------------------------------------------------------------------
 
-    def run(self) -> tuple[np.ndarray, dict[int, tuple[np.ndarray, np.ndarray]]]:
-        """Execute every step; return the logits and the new K, V row of each cache layer."""
+    def run(
+        self, need_logits: bool = True
+    ) -> tuple[np.ndarray | None, dict[int, tuple[np.ndarray, np.ndarray]]]:
+        """Execute every step; return the logits and the new K, V row of each cache layer.
+
+        A part of a step (an ``emit --bisect`` prefix) reads no logits: pass
+        ``need_logits=False`` and the logits are None.
+        """
         for step in self.p.steps:
             if step["kind"] == "batch":
                 for i in range(step["start"], step["end"]):
@@ -156,11 +162,14 @@ class Emulator:
                 self.host_step(step)
         logits = self.b.host.get(LOGITS)
         if logits is None:
-            raise EmulationError("the program never produced the logits in host memory")
+            if need_logits:
+                raise EmulationError("the program never produced the logits in host memory")
+        else:
+            logits = np.asarray(logits).astype(self.F, copy=False)
         rows = {
             layer: (kv["k"], kv["v"]) for layer, kv in sorted(self.kv_rows.items()) if len(kv) == 2
         }
-        return np.asarray(logits).astype(self.F, copy=False), rows
+        return logits, rows
 
     def word(self, i: int, word: int) -> None:
         try:

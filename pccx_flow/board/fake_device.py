@@ -129,6 +129,9 @@ class FakeDevice:
         self._disappear_at: tuple[int, str] | None = None
         self._silent = False
         self._overflowed = False
+        # None: every batch raises DONE. A predicate models a DONE rule, e.g. today's RTL,
+        # which raises DONE only when a CVO completes (pccx-v002.md §5).
+        self.done_when: Callable[[list[int]], bool] | None = None
 
         self._pop_offsets = {registers.page_register(p, "STS_POP") for p in registers.pages}
         self._by_offset: dict[int, tuple[str, str]] = {}
@@ -324,6 +327,9 @@ class FakeDevice:
             self._refresh_page(name)
         if self._never_done_at is not None and index >= self._never_done_at:
             return  # stays BUSY
+        if self.done_when is not None and not error and not self.done_when(list(words)):
+            self._status(0)  # finished, but this batch cannot raise DONE (the RTL's rule)
+            return
         self._status(self.regs.done_mask | (self.regs.error_mask if error else 0))
 
 

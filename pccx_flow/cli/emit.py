@@ -15,6 +15,7 @@ EPILOG = """examples:
   pccx-flow emit --preset tiny --profile v002-as-built --policy heft -o asbuilt.prog
   pccx-flow disasm step.prog | less                         # the listing
   pccx-flow emit --preset tiny --position 5 -o s.prog --golden gold/ --weights ckpt/
+  pccx-flow emit --preset tiny --bisect bring-up/ --weights ckpt/   # growing prefixes
 
 Writes OUT (little-endian 64-bit words, kick markers between batches), OUT's .memh and a
 .json sidecar (batches, fences, host steps, L2 map, slot log, DDR layout, node of each word).
@@ -45,7 +46,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="write per-instruction expected L2 words (.memh) there; needs --weights",
     )
-    p.add_argument("--weights", type=Path, metavar="DIR", help="checkpoint for --golden")
+    p.add_argument(
+        "--bisect",
+        type=Path,
+        metavar="DIR",
+        help="write growing prefixes (MEMSET only, +MEMCPY, +GEMV, +CVO, layer 0, the step),"
+        " each with its golden L2 words and an index.json, for board bring-up; needs --weights",
+    )
+    p.add_argument("--weights", type=Path, metavar="DIR", help="checkpoint for --golden/--bisect")
     p.set_defaults(func=run)
 
 
@@ -86,8 +94,9 @@ def run(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)
     if args.out is not None:
         check_output_path(args.out)
-    if args.golden is not None and args.weights is None:
-        raise InputError("--golden runs the emulator: give the checkpoint with --weights DIR")
+    for flag in ("golden", "bisect"):
+        if getattr(args, flag) is not None and args.weights is None:
+            raise InputError(f"--{flag} runs the emulator: give the checkpoint with --weights DIR")
     weights = None
     if args.weights is not None:
         from pccx_flow.weights.checkpoint import open_checkpoint
@@ -129,4 +138,11 @@ def run(args: argparse.Namespace) -> int:
             f"float32; {verdict} the reference decode, max |logit diff| "
             f"{r['max_abs_diff']:.3g})"
         )
+    if args.bisect is not None:
+        from pccx_flow.board.bisect import format_table, write_bisect
+
+        with writing(args.bisect / "index.json"):
+            rows = write_bisect(program, weights, args.bisect)
+        print(format_table(rows))
+        print(f"wrote {len(rows)} programs with golden L2 words and index.json to {args.bisect}")
     return 0

@@ -78,6 +78,7 @@ SUBCOMMANDS = (
     "disasm",
     "emulate",
     "replay",
+    "dispatch",
     "isa",
 )
 

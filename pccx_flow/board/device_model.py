@@ -1,0 +1,172 @@
+"""The fake device's model of the NPU: the emulator, fed by the DataMover commands it is given.
+
+On each kick `pccx_flow.board.fake_device.FakeDevice` hands the batch's words to this model
+(`program_model`), which runs each word with the emulator's per-word code
+(`pccx_flow.board.emulate.Emulator.word`) on an L2 of its own. What the emulator reads from
+DDR it reads from the DDR image the host loaded into its buffers (`ImageWeights`,
+`ImageKV`), and before each word the model takes the word's commands from the DataMover pages
+the host programmed and checks them: a weight command must point at bytes equal to the tile
+in the image, a KV or embedding command at the right rows; the token id is read off the
+embedding command's address. Results leave by the ``acp_out`` commands: the new KV row is
+written to the image's cache and each run of logits to the activation buffer, from which
+the host steps (soft-capping) read it. A command that is missing or wrong raises, which
+the fake device shows as its ERROR bit.
+
+The host steps of a lowered program read and write L2 directly (the lowering's assumption;
+pccx v002 has no L2 path for the host other than MEMCPY words), so on the fake device they
+run against this model's L2 (`run_host_step`). `read_l2` is the fake device's read-back port
+(`dispatch --check-golden`); `corrupt_after` injects a wrong value for tests.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pccx_flow.board import regmap
+from pccx_flow.board.cma import Buffer, resolve
+from pccx_flow.board.ddr_image import ImageKV, ImageWeights, kv_views
+from pccx_flow.board.emulate import UNITS_PER_WORD, Emulator
+from pccx_flow.board.fake_device import program_model
+from pccx_flow.board.transfers import logits_runs, word_transfers
+from pccx_flow.errors import BoardError
+
+
+class DeviceModel:
+    """The NPU behind a fake device (see the module docstring)."""
+
+    def __init__(self, program, buffers: dict[str, Buffer], config, ctx, host_weights,
+                 numerics: str = "spec"):  # fmt: skip
+        self.program = program
+        self.buffers = buffers
+        image = buffers["image"]
+        self.layout = program.ddr
+        img = image.view(0, image.size)
+        self.image_weights = ImageWeights(self.layout, img, config)
+        k, v = kv_views(self.layout, img, config.n_kv_cache_layers, config.kv_dim)
+        self.em = Emulator(program, self.image_weights, ImageKV(k), ImageKV(v), 0, numerics)
+        self.em.ctx = ctx
+        self.host_weights = host_weights
+        self.device = None  # the FakeDevice, set by `attach`
+        self.corrupt_at: int | None = None
+        self.on_batch = program_model(program, self._run_word)
+        self._taken: dict[str, int] = {}
+        self._batch_start = -1
+
+    def attach(self, device) -> None:
+        """Connect to the fake device whose DataMover pages this model reads."""
+        self.device = device
+        device.on_batch = self._on_batch
+
+    def _on_batch(self, words: list[int]) -> None:
+        self._taken = {}
+        self.em.done_upto = self.em.index + 1  # dispatch waited for DONE before this batch
+        self.on_batch(words)
+
+    def _take(self, page: str, index: int) -> int:
+        """The next command the host pushed on `page` in this batch."""
+        commands = self.device.pages[page].commands
+        k = self._taken.get(page, 0)
+        if k >= len(commands):
+            raise BoardError(f"word {index}: no DataMover command on page {page} for it")
+        self._taken[page] = k + 1
+        return commands[k]
+
+    def _run_word(self, index: int, word: int) -> None:
+        em = self.em
+        em.index, em.node = index, self.program.nodes[index] or ""
+        outgoing = []
+        image = self.buffers["image"]
+        all_buffers = list(self.buffers.values())
+        # what the word needs (the device knows the tile from the sidecar, as a real
+        # DataMover knows it from its command); token 0 is a placeholder for the embedding row
+        wants, _ = word_transfers(self.program, index, 0, 0)
+        row = -1
+        for want in wants:
+            cmd = regmap.decode_command(self._take(want.page, index))
+            if cmd.tag != index & 0xF:
+                raise BoardError(f"word {index}: command tag {cmd.tag} on {want.page}")
+            if want.what in ("kv_write", "logits"):
+                outgoing.append((want.what, cmd))
+                continue
+            got = bytes(resolve(all_buffers, cmd.addr, cmd.length_bytes))
+            if want.what == "weights" and want.gather is not None:
+                off, run, runs, stride = want.gather
+                src = image.view(off, (runs - 1) * stride + run)
+                expect = b"".join(bytes(src[r * stride : r * stride + run]) for r in range(runs))
+            elif want.what in ("embed", "embed_scale"):
+                # the row is whichever the host pointed the command at: one whole row of the
+                # table (and, for INT4, that same row's scale)
+                base = self.layout["tensors"][self.program.streams[index]["embed"]["key"]]
+                n_rows = base["shape"][0]
+                if want.what == "embed":
+                    row, rest = divmod(cmd.addr - image.phys - base["offset"], want.nbytes)
+                    if rest or not 0 <= row < n_rows:
+                        row = -1
+                    em.token_id = row
+                    want_addr = image.phys + base["offset"] + row * want.nbytes
+                else:
+                    want_addr = image.phys + base["scale_offset"] + 4 * em.token_id
+                ok = row >= 0 and cmd.addr == want_addr and cmd.length_bytes == want.nbytes
+                expect = got if ok else None
+            else:
+                expect = bytes(image.view(want.offset, want.nbytes))
+            if got != expect:
+                raise BoardError(
+                    f"word {index} ({em.node}): {want.what} command on {want.page} at"
+                    f" {cmd.addr:#x}+{cmd.length_bytes:#x} points at the wrong bytes"
+                )
+        em.word(index, word)
+        for what, cmd in outgoing:
+            dst = resolve(all_buffers, cmd.addr, cmd.length_bytes)
+            if what == "logits":  # the run leaves the device: into the host's buffer only
+                run = em.b.host.pop(self.program.streams[index]["host_tensor"])
+                data = np.asarray(run, dtype="<f4").tobytes()
+            else:
+                kv = self.program.streams[index]["kv"]
+                row = em.kv_rows[kv["layer"]][kv["kind"]]
+                data = np.asarray(row, dtype="<f2").tobytes()
+            if len(data) != cmd.length_bytes:
+                raise BoardError(
+                    f"word {index}: {what} is {len(data)} bytes, the command moves"
+                    f" {cmd.length_bytes}"
+                )
+            dst[:] = data
+        if self.corrupt_at == index:
+            self._corrupt(index, word)
+
+    def _corrupt(self, index: int, word: int) -> None:
+        """Flip the lowest mantissa bit of the first value word `index` wrote (a test fault)."""
+        for addr, _dtype, _ in (self.em.record or {}).get(index, []):
+            u = addr * UNITS_PER_WORD
+            v = self.em.b.l2[u : u + 1]
+            v[...] = np.nextafter(v.astype(np.float32), np.float32(np.inf))
+            return
+
+    @property
+    def host_memory(self) -> dict:
+        """The tensors the host steps keep on the host (the step's logits end up there)."""
+        return self.em.b.host
+
+    def run_host_step(self, step: dict) -> None:
+        """Run a host step against this model's L2 with the host's checkpoint."""
+        em = self.em
+        em.done_upto = em.index + 1  # every batch before it has raised DONE
+        act = self.buffers["act"]
+        for offset, nbytes, name in logits_runs(self.program).values():
+            if name not in em.b.host and any(t["name"] == name for t in step["call"]["inputs"]):
+                run = np.frombuffer(act.view(offset, nbytes), dtype="<f4")
+                em.b.host[name] = run.astype(em.F)  # the host reads the run from its buffer
+        saved, em.weights = em.weights, self.host_weights
+        try:
+            em.host_step(step)
+        finally:
+            em.weights = saved
+
+    def read_l2(self, addr: int, dtype: str, nbytes: int) -> bytes:
+        """`nbytes` of L2 from word address `addr`, as stored values of `dtype` (read-back)."""
+        step = 1 if dtype == "float16" else 2
+        size = 2 if dtype == "float16" else 4
+        n = nbytes // size
+        u = addr * UNITS_PER_WORD
+        values = self.em.b.l2[u : u + n * step : step]
+        return np.asarray(values, dtype="<f2" if dtype == "float16" else "<f4").tobytes()

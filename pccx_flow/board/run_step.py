@@ -1,0 +1,115 @@
+"""One decode step on an NPU: buffers, the DDR image, DataMover commands, batches, results.
+
+`host_buffers` allocates the two physically contiguous buffers a step needs from a
+`pccx_flow.board.cma.BufferSource` and loads the DDR image (weights and the KV cache of the
+earlier positions) into the first; the second holds the runs of logits the NPU writes back
+and the staging area for gathered weight tiles. `run_step` then walks the program with
+`pccx_flow.board.dispatch.dispatch`, pushing before each batch the DataMover commands of its
+words (`pccx_flow.board.transfers`), and reads the results where the ``acp_out`` commands put
+them: the logits runs into the activation buffer (the host steps soft-cap them into the
+step's logits), the step's KV rows from the image's cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from pccx_flow.board.cma import Buffer, BufferSource
+from pccx_flow.board.ddr_image import load_image
+from pccx_flow.board.dispatch import Batch, Descriptor, DispatchReport, dispatch, plan
+from pccx_flow.board.transfers import (
+    LOGITS_OFFSET,
+    batch_transfers,
+    check_fifo_depth,
+    gather_into,
+    logits_bytes,
+    staging_bytes,
+)
+from pccx_flow.board.uio import Npu
+from pccx_flow.graph.blocks_final import LOGITS
+
+
+@dataclass
+class StepResult:
+    """The logits, the new KV row of each cache layer, and what the dispatch did."""
+
+    logits: np.ndarray | None  # None for a program that reads no logits back
+    kv_rows: dict[int, tuple[np.ndarray, np.ndarray]]
+    report: DispatchReport
+
+
+def _staging_base(program) -> int:
+    return LOGITS_OFFSET + logits_bytes(program)
+
+
+def host_buffers(program, source: BufferSource, weights, k_past, v_past) -> dict[str, Buffer]:
+    """Allocate the image and activation buffers and load the DDR image."""
+    layout = program.ddr
+    image = source.allocate("image", layout["total_bytes"])
+    load_image(layout, weights, image.view(0, image.size), k_past, v_past)
+    act = source.allocate("act", _staging_base(program) + staging_bytes(program))
+    return {"image": image, "act": act}
+
+
+def check_transfers(program, token_id: int, max_batch: int) -> int:
+    """Every batch's commands fit the 8-deep command FIFOs; the number of commands."""
+    n = 0
+    for step in plan(program, max_batch):
+        if isinstance(step, Batch):
+            ts, _ = batch_transfers(program, step.first, len(step.words), token_id, 0)
+            check_fifo_depth(ts, step.index, program.nodes)
+            n += len(ts)
+    return n
+
+
+def run_step(
+    program,
+    npu: Npu,
+    buffers: dict[str, Buffer],
+    token_id: int,
+    *,
+    run_host_step: Callable[[dict], None] | None,
+    host_memory: dict | None = None,
+    timeout: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> StepResult:
+    """Dispatch the program's batches and host steps; read the logits and KV rows back.
+
+    The logits leave L2 in runs into the activation buffer; the host steps that follow
+    (soft-capping) make the step's logits in `host_memory` (the dict the host steps keep their
+    tensors in), which is where they are taken from.
+    """
+    check_transfers(program, token_id, npu.regs.max_batch)
+    image, act = buffers["image"], buffers["act"]
+    base = _staging_base(program)
+
+    def descriptors(batch: Batch) -> list[Descriptor]:
+        ts, _ = batch_transfers(program, batch.first, len(batch.words), token_id, base)
+        for t in ts:
+            if t.gather is not None:
+                gather_into(image, act, t)
+        return [Descriptor(t.page, t.command(buffers), t.word_index) for t in ts]
+
+    report = dispatch(
+        program,
+        npu,
+        run_host_step=run_host_step,
+        descriptors=descriptors,
+        timeout=timeout,
+        progress=progress,
+    )
+    found = None if host_memory is None else host_memory.get(LOGITS)
+    logits = None if found is None else np.asarray(found, dtype=np.float32)
+    rows: dict[int, dict[str, np.ndarray]] = {}
+    for s in program.streams.values():
+        if s.get("kind") == "kv_write":
+            kv = s["kv"]
+            raw = image.view(s["ddr_offset"], s["ddr_bytes"])
+            rows.setdefault(kv["layer"], {})[kv["kind"]] = np.frombuffer(raw, "<f2").astype(
+                np.float16
+            )
+    kv_rows = {layer: (r["k"], r["v"]) for layer, r in sorted(rows.items()) if len(r) == 2}
+    return StepResult(logits, kv_rows, report)

@@ -1,0 +1,377 @@
+"""`pccx-flow dispatch`: run a program's decode step on a KV260's NPU (or the fake device)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from pccx_flow.cli.common import float_in, int_in
+from pccx_flow.errors import BoardError, InputError
+
+EPILOG = """examples:
+  pccx-flow weights synth --preset tiny --seed 0 --out ckpt/
+  pccx-flow emit --preset tiny --position 5 -o step.prog
+  pccx-flow dispatch step.prog --weights ckpt/ --fake-device          # rehearsal, no board
+  pccx-flow dispatch step.prog --weights ckpt/ --fake-device --check-golden gold/
+  pccx-flow emit --preset tiny --bisect bring-up/ --weights ckpt/
+  sudo pccx-flow dispatch bring-up/1-memcpy.prog --weights ckpt/    # on a KV260
+
+On a board: finds the NPU's /dev/uioN by UIO name (or --device), maps its register window
+with the profile's register map, allocates the DDR image and the activation buffer from
+u-dma-buf devices (--buffers), loads the weights and the KV cache of the earlier positions
+(decoded by the reference from --tokens), then writes each batch (<= 8 words) and its kick,
+pushes each word's DataMover commands and polls status with the profile's timeout. Programs
+with host steps are refused on a board (v002 gives the host no L2 access but MEMCPY words),
+so today only `emit --bisect` prefixes can go there. Prints argmax, top-k and a summary.
+No board was available to test this: see README, "Running on a KV260".
+
+--fake-device is a test and rehearsal aid, NOT a board: a memory-mapped file stands in for
+the register window, file-backed buffers for u-dma-buf, and a device thread runs the
+emulator on each kick, so the logits equal `pccx-flow emulate`'s bit for bit. --fake-fault
+injects a fault (never-done, dma-error, disappear, silent: at kick N with @N, default the
+first kick with DataMover commands; corrupt@I: a wrong L2 value after instruction I), and
+--fake-done-rule cvo makes DONE come only from batches with a CVO, as the RTL does today.
+Exit 0 on success; a fault prints one line naming batch, instruction and node, exit 2."""
+
+FAULTS = ("never-done", "dma-error", "disappear", "silent", "corrupt")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "dispatch",
+        help="run a program on a KV260's NPU over UIO (or on the fake device)",
+        description="Run one decode step of an emitted program on the NPU: DDR image in\n"
+        "physically contiguous buffers, DataMover commands, batches and kicks, status polls\n"
+        "with timeouts, host steps between batches; print argmax and top-k.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("program", type=Path, metavar="PROGRAM", help="program file from emit")
+    p.add_argument("--weights", type=Path, required=True, metavar="DIR", help="checkpoint folder")
+    p.add_argument(
+        "--device",
+        type=Path,
+        metavar="/dev/uioN",
+        help="the NPU's UIO device (default: found by the name 'fabric')",
+    )
+    p.add_argument(
+        "--profile",
+        metavar="NAME|FILE",
+        help="hardware profile with the register map (default: the program's)",
+    )
+    p.add_argument(
+        "--token",
+        type=int_in(0, 1 << 31),
+        metavar="ID",
+        help="token id at the program's position (default: a fixed sequence)",
+    )
+    p.add_argument(
+        "--tokens",
+        metavar="T0,T1,...",
+        help="token ids of positions 0..P (the earlier ones fill the KV cache)",
+    )
+    p.add_argument(
+        "--top-k",
+        type=int_in(1, 1 << 20),
+        default=5,
+        metavar="K",
+        help="how many top logits to print (default: %(default)s)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float_in(0.0, 3600.0),
+        metavar="SECONDS",
+        help="status poll timeout (default: the profile's)",
+    )
+    p.add_argument(
+        "--buffers",
+        default="udmabuf0,udmabuf1",
+        metavar="DEV,DEV",
+        help="u-dma-buf devices for the DDR image and the activations (default: %(default)s)",
+    )
+    p.add_argument(
+        "--check-golden",
+        type=Path,
+        metavar="DIR",
+        help="after each batch compare L2 with emit --golden's words (fake device only)",
+    )
+    g = p.add_argument_group("rehearsal without a board (test aids, not a board run)")
+    g.add_argument(
+        "--fake-device",
+        action="store_true",
+        help="run against the fake NPU (register file + emulator), not a board",
+    )
+    g.add_argument(
+        "--fake-fault",
+        metavar="KIND[@N]",
+        help=f"inject a fault into the fake device: {', '.join(FAULTS)}",
+    )
+    g.add_argument(
+        "--fake-done-rule",
+        choices=("every-batch", "cvo"),
+        default="every-batch",
+        help="when the fake device raises DONE (cvo: as today's RTL)",
+    )
+    p.set_defaults(func=run)
+
+
+def _tokens(args, position: int, vocab: int) -> list[int]:
+    from pccx_flow.board.check import default_tokens
+
+    if args.tokens:
+        try:
+            tokens = [int(t) for t in args.tokens.split(",")]
+        except ValueError:
+            raise InputError(f"--tokens {args.tokens!r}: give comma-separated integers") from None
+        if len(tokens) != position + 1:
+            raise InputError(
+                f"--tokens: the program is for position {position}, give {position + 1} ids"
+            )
+    else:
+        tokens = default_tokens(position + 1, vocab)
+    if args.token is not None:
+        tokens[-1] = args.token
+    bad = [t for t in tokens if not 0 <= t < vocab]
+    if bad:
+        raise InputError(f"token {bad[0]} is not a token id of a {vocab}-token vocabulary")
+    return tokens
+
+
+def _parse_fault(text: str | None) -> tuple[str, int | None] | None:
+    if text is None:
+        return None
+    kind, _, at = text.partition("@")
+    if kind not in FAULTS or (at and not at.isdigit()) or (kind == "corrupt" and not at):
+        raise InputError(
+            f"--fake-fault {text!r}: give one of {', '.join(FAULTS)}, optionally @N (a kick"
+            " number; corrupt needs @I, an instruction index)"
+        )
+    return kind, int(at) if at else None
+
+
+def _no_cvo_batches(program) -> list[int]:
+    from pccx_flow.board.dispatch import Batch, plan
+    from pccx_flow.board.isa import decode
+
+    out = []
+    for b in plan(program, 1 << 30):
+        if isinstance(b, Batch) and not any(decode(w).op == "CVO" for w in b.words):
+            out.append(b.index)
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from pccx_flow.board.check import check_program_matches, reference_prefix
+    from pccx_flow.board.program import check_words, read_program
+    from pccx_flow.board.regmap import board_registers
+    from pccx_flow.execute.runtime import StepContext
+    from pccx_flow.hardware.profile import load_profile
+    from pccx_flow.weights.checkpoint import open_checkpoint
+
+    if args.fake_device and args.device is not None:
+        raise InputError("give --device or --fake-device, not both")
+    if not args.fake_device and (args.fake_fault or args.fake_done_rule != "every-batch"):
+        raise InputError("--fake-fault and --fake-done-rule need --fake-device")
+    fault = _parse_fault(args.fake_fault)
+    program = read_program(args.program)
+    check_words(program)
+    profile = load_profile(args.profile or program.meta["profile"])
+    weights = open_checkpoint(args.weights)
+    check_program_matches(program, weights, profile.name)
+    regs = board_registers(profile)
+    position = program.meta["position"]
+    tokens = _tokens(args, position, weights.config.vocab)
+    golden = None
+    if args.check_golden is not None:
+        if not args.fake_device:
+            from pccx_flow.board.golden_check import refuse_on_board
+
+            raise refuse_on_board()
+        from pccx_flow.board.golden_check import read_golden
+
+        golden = read_golden(args.check_golden)
+    no_done = _no_cvo_batches(program)
+    if not args.fake_device:
+        n_host = sum(1 for s in program.steps if s["kind"] == "host")
+        if n_host:
+            raise BoardError(
+                f"the program has {n_host} host steps, which read and write L2 directly; pccx"
+                " v002 gives the host no L2 access but MEMCPY words, which the lowering does not"
+                " yet emit around host steps: rehearse with --fake-device (see README)"
+            )
+        if no_done:
+            print(
+                f"pccx-flow: warning: {len(no_done)} of the program's batches (first: batch"
+                f" {no_done[0]}) have no CVO; today's RTL raises DONE only when a CVO completes,"
+                " so they will time out unless the bitstream raises DONE at batch end",
+                file=sys.stderr,
+            )
+    k_past, v_past, _ = reference_prefix(program, weights, tokens)
+    ctx = StepContext(weights.config, program.meta["semantics"], position, tokens[-1], "float32")
+    if args.fake_device:
+        with tempfile.TemporaryDirectory(prefix="pccx-flow-fake-") as folder:
+            return _run_fake(
+                args,
+                program,
+                regs,
+                weights,
+                k_past,
+                v_past,
+                ctx,
+                tokens,
+                fault,
+                golden,
+                Path(folder),
+            )
+    return _run_board(args, program, regs, weights, k_past, v_past, tokens)
+
+
+def _run_board(args, program, regs, weights, k_past, v_past, tokens) -> int:
+    from pccx_flow.board.cma import UdmabufSource
+    from pccx_flow.board.run_step import host_buffers, run_step
+    from pccx_flow.board.uio import open_npu
+
+    npu = open_npu(regs, args.device)
+    source = UdmabufSource([d for d in args.buffers.split(",") if d])
+    buffers = host_buffers(program, source, weights, k_past, v_past)
+    try:
+        result = run_step(
+            program,
+            npu,
+            buffers,
+            tokens[-1],
+            run_host_step=None,
+            timeout=args.timeout,
+            progress=_progress(),
+        )
+    finally:
+        npu.window.close()
+        for b in buffers.values():
+            b.close()
+    _print_result(args, program, result, str(npu.window.path), None)
+    return 0
+
+
+def _run_fake(
+    args, program, regs, weights, k_past, v_past, ctx, tokens, fault, golden, folder: Path
+) -> int:
+    from pccx_flow.board.cma import FileSource
+    from pccx_flow.board.device_model import DeviceModel
+    from pccx_flow.board.dispatch import Batch, plan
+    from pccx_flow.board.fake_device import FakeDevice
+    from pccx_flow.board.isa import decode
+    from pccx_flow.board.run_step import host_buffers, run_step
+    from pccx_flow.board.transfers import batch_transfers
+
+    source = FileSource(folder / "buffers")
+    buffers = host_buffers(program, source, weights, k_past, v_past)
+    model = DeviceModel(program, buffers, weights.config, ctx, weights)
+    batches = [b for b in plan(program, 1 << 30) if isinstance(b, Batch)]
+    progress = _progress()
+    if golden is not None:
+        from pccx_flow.board.golden_check import check_batch
+
+        def progress(done: int, total: int, _show=progress) -> None:
+            b = batches[done - 1]
+            line = check_batch(golden, b.first, b.last, program.nodes, model)
+            if line is not None:
+                raise BoardError(f"--check-golden: after batch {b.index}, {line}")
+            if _show is not None:
+                _show(done, total)
+
+    # a silent fake is given up on like a poll (not sooner than 2 s: a loaded CI machine)
+    answer = regs.poll_timeout_seconds if args.timeout is None else args.timeout
+    dev = FakeDevice(folder, regs, answer_timeout=max(answer, 2.0))
+    model.attach(dev)
+    if args.fake_done_rule == "cvo":
+        dev.done_when = lambda words: any(decode(w).op == "CVO" for w in words)
+    if fault is not None:
+        kind, at = fault
+        if kind == "corrupt":
+            model.corrupt_at = at
+            model.em.record = {}
+        else:
+            if at is None:  # the first kick that pushes DataMover commands
+                at = next(
+                    (
+                        b.index
+                        for b in batches
+                        if batch_transfers(program, b.first, len(b.words), tokens[-1], 0)[0]
+                    ),
+                    0,
+                )
+            if kind == "never-done":
+                dev.never_done(at)
+            elif kind == "dma-error":
+                b = batches[min(at, len(batches) - 1)]
+                ts, _ = batch_transfers(program, b.first, len(b.words), tokens[-1], 0)
+                dev.dma_error(ts[0].page if ts else next(iter(regs.pages)), at, 0b0010)
+            else:
+                dev.disappear(at, "remove" if kind == "disappear" else "silent")
+    with dev:
+        npu = dev.open(by_name=True)
+        try:
+            result = run_step(
+                program,
+                npu,
+                buffers,
+                tokens[-1],
+                run_host_step=model.run_host_step,
+                host_memory=model.host_memory,
+                timeout=args.timeout,
+                progress=progress,
+            )
+        except BoardError as exc:
+            seen = f" (fake device: {dev.faults[0]})" if dev.faults else ""
+            raise BoardError(f"{exc}{seen}") from None
+        finally:
+            npu.window.close()
+            for b in buffers.values():
+                b.close()
+    where = "the fake device (emulator behind a register file; not a board)"
+    _print_result(args, program, result, where, golden is not None)
+    return 0
+
+
+def _progress():
+    """Batch progress on stderr for long programs (when stderr is a terminal)."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int, total: int) -> None:
+        if done == total or done % 50 == 0:
+            end = "\n" if done == total else "\r"
+            print(f"  batch {done}/{total}", end=end, file=sys.stderr, flush=True)
+
+    return show
+
+
+def _print_result(args, program, result, where: str, golden_checked: bool | None) -> None:
+    import numpy as np
+
+    r, meta = result.report, program.meta
+    logits = result.logits
+    print(
+        f"dispatched {meta['config']} position {meta['position']} ({meta['policy']},"
+        f" {meta['profile']}) to {where}"
+    )
+    print(
+        f"  {r.batches} batches, {r.words} words, {r.host_steps} host steps, {r.fences} fences,"
+        f" {r.descriptors} DataMover commands, {r.polls} status polls; {r.seconds:.2f} s wall"
+        " time of this host (not an NPU time)"
+    )
+    if logits is None:
+        print(
+            f"  no logits: the program ({meta.get('bisect', 'a part of a step')}) reads none back"
+        )
+    else:
+        top = np.argsort(-logits, kind="stable")[: args.top_k]
+        print(
+            f"  argmax {int(top[0])}; top-{args.top_k}: "
+            + ", ".join(f"{int(t)} ({float(logits[t]):.4g})" for t in top)
+        )
+    print(f"  KV rows written for {len(result.kv_rows)} cache layers")
+    if golden_checked:
+        print(f"  L2 matched the golden words after every one of {r.batches} batches")

@@ -1,0 +1,156 @@
+"""`pccx-flow dispatch` end to end on the fake device, and every fault as one line."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pccx_flow.board.program import read_program, write_program
+from pccx_flow.cli.main import main
+
+PREFIX = "pccx-flow: error: "
+
+
+@pytest.fixture(scope="module")
+def emitted(tmp_path_factory, tiny_ckpt_dir):
+    d = tmp_path_factory.mktemp("dispatch")
+    prog = d / "t.prog"
+    args = ["emit", "--preset", "tiny", "--position", "3", "-o", str(prog)]
+    assert main([*args, "--golden", str(d / "gold"), "--weights", str(tiny_ckpt_dir)]) == 0
+    return prog, d / "gold", tiny_ckpt_dir
+
+
+def _dispatch(capsys, prog, ckpt, *extra):
+    capsys.readouterr()
+    code = main(["dispatch", str(prog), "--weights", str(ckpt), *extra])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _one_error_line(err: str) -> str:
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(PREFIX), err
+    return lines[0]
+
+
+def test_fake_device_run_prints_argmax_top_k_and_the_golden_verdict(emitted, capsys, tiny_ckpt):
+    prog, gold, ckpt = emitted
+    code, out, err = _dispatch(
+        capsys, prog, ckpt, "--fake-device", "--check-golden", str(gold), "--top-k", "3"
+    )
+    assert code == 0 and err == ""
+    from pccx_flow.board.check import default_tokens, emulate_against_reference
+
+    program = read_program(prog)
+    want = emulate_against_reference(program, tiny_ckpt, default_tokens(4, tiny_ckpt.config.vocab))
+    top = np.argsort(-want["logits"], kind="stable")[:3]
+    assert f"argmax {int(top[0])}; top-3: {int(top[0])} (" in out
+    assert "fake device" in out and "not a board" in out and "not an NPU time" in out
+    assert "L2 matched the golden words after every one of" in out
+
+
+@pytest.mark.parametrize(
+    "fault, pattern",
+    [
+        ("never-done", r"batch 0 \(instruction \d+, node [\w.]+\): DONE not seen within 0.3 s"),
+        (
+            "dma-error",
+            r"batch 0 \(instruction \d+, node [\w.]+\): sticky DMA error 0x2 on"
+            r" DataMover page \w+; device reset",
+        ),
+        ("disappear", r"batch 0 \(instruction \d+, node [\w.]+\): device .* disappeared"),
+        ("silent@2", r"batch 2 \(instruction \d+, node [\w.]+\): .*did not answer|DONE not seen"),
+    ],
+)
+def test_device_faults_are_one_line_naming_batch_instruction_and_node(
+    emitted, capsys, fault, pattern
+):
+    prog, _, ckpt = emitted
+    code, out, err = _dispatch(
+        capsys, prog, ckpt, "--fake-device", "--fake-fault", fault, "--timeout", "0.3"
+    )
+    assert code == 2 and out == ""
+    line = _one_error_line(err)
+    import re
+
+    assert re.search(pattern, line), line
+
+
+def test_a_ninth_word_in_one_batch_is_refused_before_anything_is_written(emitted, capsys, tmp_path):
+    prog, _, ckpt = emitted
+    p = read_program(prog)
+    batches = [k for k, s in enumerate(p.steps) if s["kind"] == "batch"]
+    # two batches in a row whose words add up to more than 8: drop the kick between them
+    k = next(
+        a
+        for a, b in zip(batches, batches[1:], strict=False)
+        if b == a + 1 and p.steps[b]["end"] - p.steps[a]["start"] - 2 > 8
+    )
+    kick = p.steps[k]["end"] - 1
+    del p.words[kick], p.nodes[kick], p.roles[kick]
+    p.steps[k + 1]["start"] = p.steps[k]["start"]
+    p.steps[k + 1]["end"] -= 1
+    del p.steps[k]
+    for s in p.steps[k + 1 :]:
+        if s["kind"] == "batch":
+            s["start"] -= 1
+            s["end"] -= 1
+    write_program(p, tmp_path / "deep.prog")
+    code, _, err = _dispatch(capsys, tmp_path / "deep.prog", ckpt, "--fake-device")
+    assert code == 2
+    line = _one_error_line(err)
+    assert "overflow the 8-deep command FIFO" in line and "nothing was written" in line
+
+
+def test_a_corrupted_l2_value_is_named_by_check_golden(emitted, capsys):
+    prog, gold, ckpt = emitted
+    code, _, err = _dispatch(
+        capsys,
+        prog,
+        ckpt,
+        "--fake-device",
+        "--check-golden",
+        str(gold),
+        "--fake-fault",
+        "corrupt@40",
+    )
+    assert code == 2
+    assert "first divergence at instruction 40 (node " in _one_error_line(err)
+
+
+def test_done_only_from_cvo_times_out_on_a_batch_without_one(emitted, capsys):
+    prog, _, ckpt = emitted
+    code, _, err = _dispatch(
+        capsys, prog, ckpt, "--fake-device", "--fake-done-rule", "cvo", "--timeout", "0.2"
+    )
+    assert code == 2 and "DONE not seen within 0.2 s (status 0x00000000" in _one_error_line(err)
+
+
+def test_real_device_refusals_are_one_line(emitted, capsys, tmp_path):
+    prog, gold, ckpt = emitted
+    code, _, err = _dispatch(capsys, prog, ckpt, "--check-golden", str(gold))
+    assert code == 2 and "pccx v002 has none" in _one_error_line(err)
+    code, _, err = _dispatch(capsys, prog, ckpt, "--device", str(tmp_path / "uio9"))
+    assert code == 2 and "host steps" in _one_error_line(err)
+    code, _, err = _dispatch(capsys, prog, ckpt, "--fake-fault", "never-done")
+    assert code == 2 and "need --fake-device" in _one_error_line(err)
+    code, _, err = _dispatch(capsys, prog, ckpt, "--fake-device", "--fake-fault", "boom")
+    assert code == 2 and "--fake-fault 'boom'" in _one_error_line(err)
+
+
+def test_a_board_run_warns_about_batches_without_cvo_before_opening_the_device(
+    emitted, capsys, tmp_path
+):
+    from pccx_flow.board.bisect import bisect_programs
+
+    prog, _, ckpt = emitted
+    memcpy = next(s for s in bisect_programs(read_program(prog)) if s.name == "memcpy")
+    write_program(memcpy.program, tmp_path / "memcpy.prog")
+    code, _, err = _dispatch(
+        capsys, tmp_path / "memcpy.prog", ckpt, "--device", str(tmp_path / "uio9")
+    )
+    warning, error = err.splitlines()
+    assert code == 2
+    assert warning.startswith("pccx-flow: warning: 1 of the program's batches (first: batch 0)")
+    assert "raises DONE only when a CVO completes" in warning
+    assert error.startswith(PREFIX + f"cannot open {tmp_path / 'uio9'}")
