@@ -66,7 +66,7 @@ still the run's (0, or 1 when --check failed). Ctrl-C during the run itself exit
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "run",
-        help="execute decode steps with Dask and print the generated tokens",
+        help="execute decode steps (Dask, or the program emulator) and print the generated tokens",
         description=__doc__.split("\n\n")[1],
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
