@@ -551,6 +551,7 @@ def lower(graph: nx.DiGraph, schedule, profile, config) -> Program:
         "semantics": graph.graph.get("semantics"),
         "position": graph.graph.get("position"),
         "tile_rows": graph.graph.get("tile_rows"),
+        "layers": graph.graph.get("layers"),
         "profile": profile.name,
         "policy": schedule.policy,
         "l2_words": lw.l2.total_words,

@@ -116,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
     schedule = run_policy(problem, profile, args.policy, seed=args.seed)
     t0 = time.perf_counter()
     program = lower(graph, schedule, profile, step.config)
+    program.meta["seed"] = args.seed  # so a replay can rebuild the same list schedule
     t1 = time.perf_counter()
     print(format_summary(program.summary, program.meta))
     print(f"(lowered in {t1 - t0:.2f} s of wall time on this machine)")

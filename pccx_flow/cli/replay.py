@@ -81,19 +81,19 @@ def per_model_path(path: Path, model: str, several: bool) -> Path:
 def program_layers(program) -> tuple[int, int] | None:
     """The layers ``(a, b)`` a program covers, None for a whole step.
 
-    The sidecar's meta has no layer range, so it is read off the node names (``L07.attn...``)
-    and compared with the preset's layer count.
+    The sidecar's meta records the layer range; programs written before it did are read
+    off their node names (``L07.attn...``). Either is compared with the preset's layers.
     """
     from pccx_flow.model.config import get_config
 
-    if program.meta.get("layers"):
-        a, b = program.meta["layers"]
-        return (int(a), int(b))
     n = get_config(program.meta["config"]).n_layers
-    found = {int(x[1:3]) for x in program.nodes if x and x[:1] == "L" and x[1:3].isdigit()}
-    if not found:
-        return None
-    a, b = min(found), max(found) + 1
+    if program.meta.get("layers"):
+        a, b = (int(v) for v in program.meta["layers"])
+    else:
+        found = {int(x[1:3]) for x in program.nodes if x and x[:1] == "L" and x[1:3].isdigit()}
+        if not found:
+            return None
+        a, b = min(found), max(found) + 1
     return None if (a, b) == (0, n) else (a, b)
 
 
@@ -116,7 +116,7 @@ def list_schedule_of(meta: dict, profile_name: str, layers: tuple[int, int] | No
         layers=layers,
     )
     problem = problem_from_graph(graph, profile, memory=True)
-    schedule = run_policy(problem, profile, meta["policy"])
+    schedule = run_policy(problem, profile, meta["policy"], seed=int(meta.get("seed") or 0))
     return schedule, graph, profile
 
 

@@ -59,7 +59,7 @@ def test_corrupted_word_is_one_line(written, capsys):
 
 
 def test_illegal_word_names_its_index_and_node(written):
-    prog, _ = written
+    prog = read_program(written[1]["json"])  # a copy: the session's program stays intact
     i = prog.roles.index("node")
     prog.words[i] = 0x7 << 60
     with pytest.raises(ProgramFileError, match=rf"word {i} \({prog.nodes[i]}\): .*reserved opcode"):

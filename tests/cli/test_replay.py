@@ -132,3 +132,26 @@ def test_a_program_for_a_profile_file_replays_without_its_list_schedule(tmp_path
     captured = capsys.readouterr()
     assert "no list schedule to compare" in captured.err
     assert "model estimate, profile mine" in captured.out
+
+
+def test_replay_rebuilds_the_list_schedule_emit_made(tmp_path):
+    """The sidecar records the seed and the layers, so a seeded policy's list schedule is
+    the one `emit` lowered (the replay compares its program against it)."""
+    from pccx_flow.board.program import read_program
+    from pccx_flow.cli.replay import list_schedule_of, program_layers
+
+    out = tmp_path / "r.prog"
+    argv = ["emit", "--preset", "tiny", "--position", "4", "--policy", "random", "--seed", "7",
+            "-o", str(out)]  # fmt: skip
+    assert cli_main.main(argv) == 0
+    prog = read_program(out)
+    assert prog.meta["seed"] == 7 and prog.meta["layers"] == [0, 10]
+    assert program_layers(prog) is None  # the whole step
+    schedule, _, _ = list_schedule_of(prog.meta, "v002-spec")
+    placed = [s.node for s in schedule.order()]
+    assert [n for n in prog.nodes if n is not None and n in set(placed)]  # same graph
+    assert schedule.policy == "random"
+    emitted_order = list(dict.fromkeys(n for n, r in zip(prog.nodes, prog.roles,
+                                                        strict=True) if r == "node"))  # fmt: skip
+    npu_order = [n for n in placed if n in set(emitted_order)]
+    assert npu_order == emitted_order  # the seed-7 order, not seed 0's
