@@ -39,20 +39,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 POLICY = "critical-path"
 
 
-def _cluster(page: bool):
-    import dask
-    from distributed import Client, LocalCluster
-
-    kwargs = {"preload": ["pccx_flow.dashboard.preload"]} if page else {}
-    with dask.config.set({"distributed.dashboard.link": "http://127.0.0.1:{port}/status"}):
-        cluster = LocalCluster(
-            processes=False, n_workers=1, threads_per_worker=2,
-            dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0",
-            scheduler_kwargs=kwargs,
-        )  # fmt: skip
-    return cluster, Client(cluster, set_as_default=False)
-
-
 def _browser(url: str, profile: Path):
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -73,29 +59,30 @@ def _browser(url: str, profile: Path):
 def one_run(ckpt, mode: str, steps: int) -> float:
     from pccx_flow.dashboard import ROUTE
     from pccx_flow.dashboard.client import PlanAnnouncer, page_url
+    from pccx_flow.dashboard.cluster import PRELOAD, loopback_cluster
     from pccx_flow.execute.generate import generate
 
     page = mode.startswith("lanes page")
-    cluster, client = _cluster(page)
     driver = None
-    try:
-        with tempfile.TemporaryDirectory(prefix="pccx-chromium-") as profile:
-            if mode == "lanes page + browser":
-                driver = _browser(page_url(client), Path(profile))
-            elif mode == "dashboard + browser":
-                driver = _browser(page_url(client).replace(ROUTE, "/status"), Path(profile))
-            announce = PlanAnnouncer(client) if page else None
-            t0 = time.perf_counter()
-            generate(ckpt, [2], steps, policy=POLICY, client=client, fuse=True, on_plan=announce)
-            seconds = time.perf_counter() - t0
+    with loopback_cluster((PRELOAD,) if page else ()) as (_, client):
+        try:
+            with tempfile.TemporaryDirectory(prefix="pccx-chromium-") as profile:
+                if mode == "lanes page + browser":
+                    driver = _browser(page_url(client), Path(profile))
+                elif mode == "dashboard + browser":
+                    driver = _browser(page_url(client).replace(ROUTE, "/status"), Path(profile))
+                announce = PlanAnnouncer(client) if page else None
+                t0 = time.perf_counter()
+                generate(
+                    ckpt, [2], steps, policy=POLICY, client=client, fuse=True, on_plan=announce
+                )
+                seconds = time.perf_counter() - t0
+                if driver is not None:
+                    driver.quit()
+                    driver = None
+        finally:
             if driver is not None:
                 driver.quit()
-                driver = None
-    finally:
-        if driver is not None:
-            driver.quit()
-        client.close()
-        cluster.close()
     return seconds
 
 

@@ -37,6 +37,7 @@ from pccx_flow.board.ddr import ddr_layout, weight_stream
 from pccx_flow.board.isa import FORMATS, KICK_MARKER, IsaError, encode, flag_bits
 from pccx_flow.board.program import Program
 from pccx_flow.graph.nodes import OP_LANE
+from pccx_flow.schedule.memory import HOST_OUTPUT_COPIES
 
 # MEMCPY kinds whose destination is L2 (the others copy L2 to the host or DDR)
 TO_L2_COPIES = ("kv_read", "embed_fetch")
@@ -117,9 +118,8 @@ class _Lowering:
             if d["op"] == "MEMSET":
                 continue  # its value lives in a constant slot, not in L2
             if d["op"] != "HOST":
-                # the logits read-back writes host memory only (the KV write also leaves
-                # its rounded row in L2 for this step's attention: see emulate.py)
-                to_host = d["op"] == "MEMCPY" and d.get("func") == "logits_readback"
+                # the logits read-back writes host memory only (the scheduler's rule)
+                to_host = d["op"] == "MEMCPY" and d.get("func") in HOST_OUTPUT_COPIES
                 for t in d["inputs"] + ([] if to_host else d["outputs"]):
                     self.npu.add(t["name"])
                     if d["op"] == "CVO":

@@ -262,31 +262,14 @@ def _tty(args) -> bool:
 def _local_cluster(args):
     """An in-process cluster whose scheduler runs the pccx lanes page (for --dashboard and
     --report); prints the dashboard's and the page's addresses with --dashboard."""
-    import dask
-    from distributed import Client, LocalCluster
-
     from pccx_flow.dashboard.client import page_url
+    from pccx_flow.dashboard.cluster import loopback_cluster
 
-    # In-process workers talk over the inproc transport (no socket); the only listening
-    # servers are the dashboards, bound to 127.0.0.1 on free ports.
-    with dask.config.set({"distributed.dashboard.link": "http://127.0.0.1:{port}/status"}):
-        cluster = LocalCluster(
-            processes=False,
-            n_workers=1,
-            threads_per_worker=2,
-            dashboard_address="127.0.0.1:0",
-            worker_dashboard_address="127.0.0.1:0",
-            scheduler_kwargs={"preload": ["pccx_flow.dashboard.preload"]},
-        )
-        client = Client(cluster, set_as_default=False)
+    with loopback_cluster() as (cluster, client):
         if args.dashboard:
             print(f"dashboard: {cluster.dashboard_link}", flush=True)
             print(f"pccx lanes page: {page_url(client)}", flush=True)
-        try:
-            yield client
-        finally:
-            client.close()
-            cluster.close()
+        yield client
 
 
 @contextlib.contextmanager

@@ -87,16 +87,13 @@ def attn_scores(call, inputs, ctx, weights, external):
 
 
 def attn_pv(call, inputs, ctx, weights, external):
-    """Probabilities · V of one query head over keys a:b (+ acc when flags.accm = 1)."""
+    """Probabilities · V of one query head over keys a:b (one key tile; several tiles are
+    combined on the host, see attn_combine)."""
     F = tensor_dtype()
     ops = operands(call.params, inputs)
     p = vector(ops[0])
-    n = _kv_count(call)
-    v = _head_slice(call, _kv_rows(call, ops[1 : 1 + n]))
-    y = (p @ v).astype(F, copy=False)
-    if call.flags.get("accm"):
-        y = y + vector(ops[1 + n])
-    return y
+    v = _head_slice(call, _kv_rows(call, ops[1 : 1 + _kv_count(call)]))
+    return (p @ v).astype(F, copy=False)
 
 
 KERNELS = {"gemv": gemv, "attn_scores": attn_scores, "attn_pv": attn_pv}

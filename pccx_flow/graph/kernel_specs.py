@@ -70,12 +70,11 @@ K = rows[a-o:b-o, g*d:(g+1)*d].astype(float32).
 outputs: scores [b-a] float32 = K @ q (no 1/sqrt(d), no softcap); emax [1] = max(scores).""",
     "attn_pv": """Probabilities · V for one query head and one key tile (GEMV); with several
 key tiles the "probabilities" are exp(s - m_t), unnormalised (see attn_combine).
-inputs: the tile's probabilities [b-a]; then v_past / v_new as in attn_scores; then, when
-  flags.accm = 1, the previous tile's partial output [d].
+inputs: the tile's probabilities [b-a]; then v_past / v_new as in attn_scores.
 params: {"head", "kv_head": g, "head_dim": d, "keys": [a, b], "has_past", "has_new",
   "row_offset", "operands"}.
 rows as in attn_scores; V = rows[a-o:b-o, g*d:(g+1)*d].astype(float32).
-output: out [d] float32 = p @ V (+ acc).""",
+output: out [d] float32 = p @ V.""",
     # ---------------------------------------------------------------- CVO -----------------
     "cvo_exp": """CVO EXP with flags.sub_emax = 1: y = exp(x - m[0]).
 inputs: x [n], m [1] (the max of the scores GEMV's findemax). output: y [n].""",

@@ -42,9 +42,10 @@ import networkx as nx
 L2 = "l2"
 L2_REACH = "l2_reach"
 
-# MEMCPY transfers whose output is not in L2 (board/lower.py agrees). The KV write's is:
-# it leaves the rounded row in L2 for this step's attention.
-_TO_DDR_FUNCS = ("logits_readback",)
+# MEMCPY transfers whose output is not in L2 but in host memory (the lowering allocates by
+# the same rule). The KV write's output is in L2: it leaves the rounded row there for this
+# step's attention.
+HOST_OUTPUT_COPIES = ("logits_readback",)
 
 Node = Hashable
 
@@ -73,7 +74,7 @@ def decode_holds(
 
     for n, attrs in graph.nodes(data=True):
         op = attrs.get("op")
-        if op == "MEMSET" or (op == "MEMCPY" and attrs.get("func") in _TO_DDR_FUNCS):
+        if op == "MEMSET" or (op == "MEMCPY" and attrs.get("func") in HOST_OUTPUT_COPIES):
             continue
         succs = list(graph.successors(n))
         by_readers: dict[tuple[Node, ...], dict[str, int]] = {}

@@ -236,13 +236,6 @@ class SchedulingProblem:
             return 0.0
         return sum(self.comm(u, v, a, b) for a, b in pairs) / len(pairs)
 
-    def held_until(self, node: Node, finish: Mapping[Node, int]) -> int:
-        """When the last of `node`'s holds is freed: the last finish of it and its readers."""
-        end = finish[node]
-        for i in self.holds_of.get(node, ()):
-            end = max(end, self.hold_end(self.holds[i], finish))
-        return end
-
     def hold_end(self, hold: Hold, finish: Mapping[Node, int]) -> int:
         """When `hold` is freed: the last finish of its node and of its readers."""
         end = finish[hold.node]

@@ -10,22 +10,10 @@ import pytest
 @pytest.fixture(scope="module")
 def lanes_cluster():
     """(cluster, client) with the lanes preload; every server on 127.0.0.1."""
-    import dask
-    from distributed import Client, LocalCluster
+    from pccx_flow.dashboard.cluster import loopback_cluster
 
-    with dask.config.set({"distributed.dashboard.link": "http://127.0.0.1:{port}/status"}):
-        cluster = LocalCluster(
-            processes=False,
-            n_workers=1,
-            threads_per_worker=2,
-            dashboard_address="127.0.0.1:0",
-            worker_dashboard_address="127.0.0.1:0",
-            scheduler_kwargs={"preload": ["pccx_flow.dashboard.preload"]},
-        )
-    client = Client(cluster, set_as_default=False)
-    yield cluster, client
-    client.close()
-    cluster.close()
+    with loopback_cluster() as (cluster, client):
+        yield cluster, client
 
 
 def fetch(url: str) -> str:

@@ -1,0 +1,39 @@
+"""The in-process Dask cluster whose scheduler serves the pccx lanes page, on loopback only."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+PRELOAD = "pccx_flow.dashboard.preload"
+
+
+@contextlib.contextmanager
+def loopback_cluster(preload: Sequence[str] = (PRELOAD,)) -> Iterator[tuple[Any, Any]]:
+    """``(LocalCluster, Client)`` for `run --dashboard` / `--report`, tests and benchmarks.
+
+    In-process workers talk over the inproc transport (no socket); the only listening servers
+    are the dashboards, bound to 127.0.0.1 on free ports. The dashboard link is formatted
+    with 127.0.0.1 while the cluster lives (Dask reads that setting when the link is asked
+    for, so it is held for the whole block). The scheduler runs `preload` (the lanes page by
+    default; ``()`` for none). Both are closed when the block ends.
+    """
+    import dask
+    from distributed import Client, LocalCluster
+
+    with dask.config.set({"distributed.dashboard.link": "http://127.0.0.1:{port}/status"}):
+        cluster = LocalCluster(
+            processes=False,
+            n_workers=1,
+            threads_per_worker=2,
+            dashboard_address="127.0.0.1:0",
+            worker_dashboard_address="127.0.0.1:0",
+            scheduler_kwargs={"preload": list(preload)} if preload else {},
+        )
+        client = Client(cluster, set_as_default=False)
+        try:
+            yield cluster, client
+        finally:
+            client.close()
+            cluster.close()
