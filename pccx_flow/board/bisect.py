@@ -5,7 +5,8 @@ gets wrong first. `bisect_programs` cuts a lowered program into prefixes that ea
 after the first instruction of a kind:
 
 - ``memset``: the MEMSET words before the first other instruction;
-- ``memcpy``, ``gemv``, ``cvo``: everything up to and including the first MEMCPY / GEMV / CVO;
+- ``memcpy``, ``gemv``, ``cvo``: everything up to and including the first MEMCPY / GEMV / CVO
+  (a DONE marker is not the first CVO; a cut batch gets its own marker, as `lower` would);
 - ``layer0``: everything up to the last instruction or host step of layer 0 (the schedule may
   interleave other layers' early nodes, which are then included);
 - ``step``: the whole program.
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 
 from pccx_flow.board.emulate import Emulator
 from pccx_flow.board.isa import KICK_MARKER, decode
+from pccx_flow.board.lower import DONE_NODE
 from pccx_flow.board.program import Program
 from pccx_flow.errors import InputError
 
@@ -43,7 +45,11 @@ class Stage:
 
 
 def _ops(program: Program) -> list[str | None]:
-    return [None if w == KICK_MARKER else decode(w).op for w in program.words]
+    """The opcode of each instruction a node or a host copy issued (None: kick, DONE marker)."""
+    return [
+        None if w == KICK_MARKER or r == "done" else decode(w).op
+        for w, r in zip(program.words, program.roles, strict=True)
+    ]
 
 
 def prefix(program: Program, steps_before: int, last_word: int | None, name: str) -> Program:
@@ -57,15 +63,21 @@ def prefix(program: Program, steps_before: int, last_word: int | None, name: str
     nodes, roles = list(program.nodes[:end]), list(program.roles[:end])
     if last_word is not None:
         start = end
-        words += [*program.words[start : last_word + 1], KICK_MARKER]
-        nodes += [*program.nodes[start : last_word + 1], None]
-        roles += [*program.roles[start : last_word + 1], "kick"]
+        words += program.words[start : last_word + 1]
+        nodes += program.nodes[start : last_word + 1]
+        roles += program.roles[start : last_word + 1]
+        marker = _done_marker(program)
+        if marker is not None and decode(words[-1]).op != "CVO":  # DONE must still come
+            words.append(marker)
+            nodes.append(DONE_NODE)
+            roles.append("done")
+        words.append(KICK_MARKER)
+        nodes.append(None)
+        roles.append("kick")
         steps.append({"kind": "batch", "start": start, "end": len(words)})
     steps.append({"kind": "fence"})
     kept = set(range(len(words)))
-    ops = Counter(
-        decode(w).op for w, r in zip(words, roles, strict=True) if r not in ("kick", "slot")
-    )
+    ops = Counter(decode(w).op for w, r in zip(words, roles, strict=True) if r == "node")
     summary = {
         **program.summary,
         "instructions": sum(ops.values()),
@@ -89,6 +101,11 @@ def prefix(program: Program, steps_before: int, last_word: int | None, name: str
         streams={i: copy.deepcopy(v) for i, v in program.streams.items() if i in kept},
         summary=summary,
     )
+
+
+def _done_marker(program: Program) -> int | None:
+    """The program's DONE marker word (`pccx_flow.board.lower`), None if it has none."""
+    return next((w for w, r in zip(program.words, program.roles, strict=True) if r == "done"), None)
 
 
 def _cut_at_word(program: Program, word: int) -> tuple[int, int]:

@@ -8,14 +8,13 @@ DDR it reads from the DDR image the host loaded into its buffers (`ImageWeights`
 the host programmed and checks them: a weight command must point at bytes equal to the tile
 in the image, a KV or embedding command at the right rows; the token id is read off the
 embedding command's address. Results leave by the ``acp_out`` commands: the new KV row is
-written to the image's cache and each run of logits to the activation buffer, from which
-the host steps (soft-capping) read it. A command that is missing or wrong raises, which
-the fake device shows as its ERROR bit.
+written to the image's cache, each run of logits and each tensor a host step reads to the
+activation buffer; a host step's result enters L2 from where its ``acp_in`` command points.
+A command that is missing or wrong raises, which the fake device shows as its ERROR bit.
 
-The host steps of a lowered program read and write L2 directly (the lowering's assumption;
-pccx v002 has no L2 path for the host other than MEMCPY words), so on the fake device they
-run against this model's L2 (`run_host_step`). `read_l2` is the fake device's read-back port
-(`dispatch --check-golden`); `corrupt_after` injects a wrong value for tests.
+The host steps themselves are not the model's: the host runs them on its own memory
+(`pccx_flow.board.host_side.HostSide`), as on a board. `read_l2` is the fake device's
+read-back port (`dispatch --check-golden`); `corrupt_at` injects a wrong value for tests.
 """
 
 from __future__ import annotations
@@ -27,15 +26,15 @@ from pccx_flow.board.cma import Buffer, resolve
 from pccx_flow.board.ddr_image import ImageKV, ImageWeights, kv_views
 from pccx_flow.board.emulate import UNITS_PER_WORD, Emulator
 from pccx_flow.board.fake_device import program_model
-from pccx_flow.board.transfers import logits_runs, word_transfers
+from pccx_flow.board.host_side import WIRE_DTYPES
+from pccx_flow.board.transfers import word_transfers
 from pccx_flow.errors import BoardError
 
 
 class DeviceModel:
     """The NPU behind a fake device (see the module docstring)."""
 
-    def __init__(self, program, buffers: dict[str, Buffer], config, ctx, host_weights,
-                 numerics: str = "spec"):  # fmt: skip
+    def __init__(self, program, buffers: dict[str, Buffer], config, numerics: str = "spec"):
         self.program = program
         self.buffers = buffers
         image = buffers["image"]
@@ -44,8 +43,6 @@ class DeviceModel:
         self.image_weights = ImageWeights(self.layout, img, config)
         k, v = kv_views(self.layout, img, config.n_kv_cache_layers, config.kv_dim)
         self.em = Emulator(program, self.image_weights, ImageKV(k), ImageKV(v), 0, numerics)
-        self.em.ctx = ctx
-        self.host_weights = host_weights
         self.device = None  # the FakeDevice, set by `attach`
         self.corrupt_at: int | None = None
         self.on_batch = program_model(program, self._run_word)
@@ -75,6 +72,7 @@ class DeviceModel:
         em = self.em
         em.index, em.node = index, self.program.nodes[index] or ""
         outgoing = []
+        self._pop_after: list[str] = []
         image = self.buffers["image"]
         all_buffers = list(self.buffers.values())
         # what the word needs (the device knows the tile from the sidecar, as a real
@@ -85,8 +83,11 @@ class DeviceModel:
             cmd = regmap.decode_command(self._take(want.page, index))
             if cmd.tag != index & 0xF:
                 raise BoardError(f"word {index}: command tag {cmd.tag} on {want.page}")
-            if want.what in ("kv_write", "logits"):
+            if want.what in ("kv_write", "logits", "host_read"):
                 outgoing.append((want.what, cmd))
+                continue
+            if want.what == "host_write":  # a host step's result: what the host put there
+                self._host_write(index, want, cmd, all_buffers)
                 continue
             got = bytes(resolve(all_buffers, cmd.addr, cmd.length_bytes))
             if want.what == "weights" and want.gather is not None:
@@ -116,11 +117,18 @@ class DeviceModel:
                     f" {cmd.addr:#x}+{cmd.length_bytes:#x} points at the wrong bytes"
                 )
         em.word(index, word)
+        for name in self._pop_after:  # the value is in L2 now; the device keeps no host copy
+            em.b.host.pop(name, None)
         for what, cmd in outgoing:
             dst = resolve(all_buffers, cmd.addr, cmd.length_bytes)
             if what == "logits":  # the run leaves the device: into the host's buffer only
                 run = em.b.host.pop(self.program.streams[index]["host_tensor"])
                 data = np.asarray(run, dtype="<f4").tobytes()
+            elif what == "host_read":  # whole L2 words leave; past the tensor they are zero
+                name = self.program.streams[index]["tensor"]
+                dtype = self.program.operands[index]["inputs"][name][3]
+                value = np.asarray(em.b.host.pop(name), dtype=WIRE_DTYPES[dtype]).tobytes()
+                data = value + bytes(cmd.length_bytes - len(value))
             else:
                 kv = self.program.streams[index]["kv"]
                 row = em.kv_rows[kv["layer"]][kv["kind"]]
@@ -134,6 +142,23 @@ class DeviceModel:
         if self.corrupt_at == index:
             self._corrupt(index, word)
 
+    def _host_write(self, index: int, want, cmd, all_buffers: list[Buffer]) -> None:
+        """Take a host step's result from the bytes the ``acp_in`` command points at."""
+        act = self.buffers["act"]
+        if cmd.addr != act.phys + want.offset or cmd.length_bytes != want.nbytes:
+            raise BoardError(
+                f"word {index} ({self.em.node}): host_write command on {want.page} at"
+                f" {cmd.addr:#x}+{cmd.length_bytes:#x} points at the wrong bytes"
+            )
+        name = self.program.streams[index]["tensor"]
+        _, _, n, dtype = self.program.operands[index]["outputs"][name]
+        wire = np.dtype(WIRE_DTYPES[dtype])
+        raw = resolve(all_buffers, cmd.addr, n * wire.itemsize)
+        self.em.b.host[name] = np.frombuffer(bytes(raw), dtype=wire).astype(
+            np.float16 if dtype == "float16" else self.em.F
+        )
+        self._pop_after.append(name)
+
     def _corrupt(self, index: int, word: int) -> None:
         """Flip the lowest mantissa bit of the first value word `index` wrote (a test fault)."""
         for addr, _dtype, _ in (self.em.record or {}).get(index, []):
@@ -141,26 +166,6 @@ class DeviceModel:
             v = self.em.b.l2[u : u + 1]
             v[...] = np.nextafter(v.astype(np.float32), np.float32(np.inf))
             return
-
-    @property
-    def host_memory(self) -> dict:
-        """The tensors the host steps keep on the host (the step's logits end up there)."""
-        return self.em.b.host
-
-    def run_host_step(self, step: dict) -> None:
-        """Run a host step against this model's L2 with the host's checkpoint."""
-        em = self.em
-        em.done_upto = em.index + 1  # every batch before it has raised DONE
-        act = self.buffers["act"]
-        for offset, nbytes, name in logits_runs(self.program).values():
-            if name not in em.b.host and any(t["name"] == name for t in step["call"]["inputs"]):
-                run = np.frombuffer(act.view(offset, nbytes), dtype="<f4")
-                em.b.host[name] = run.astype(em.F)  # the host reads the run from its buffer
-        saved, em.weights = em.weights, self.host_weights
-        try:
-            em.host_step(step)
-        finally:
-            em.weights = saved
 
     def read_l2(self, addr: int, dtype: str, nbytes: int) -> bytes:
         """`nbytes` of L2 from word address `addr`, as stored values of `dtype` (read-back)."""

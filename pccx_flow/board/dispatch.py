@@ -231,6 +231,9 @@ def _guard(
         else:
             i = getattr(exc, "word_index", None)
             i = batch.last if i is None else i
+            roles = getattr(program, "roles", None)
+            if roles is not None and roles[i] == "done" and i > batch.first:
+                i -= 1  # a DONE marker (`lower`) does no work: name the batch's last real word
             where = f"batch {batch.index} (instruction {i}, node {program.nodes[i]})"
         raise BoardError(f"{where}: {exc}; {_reset_note(npu)}") from None
 

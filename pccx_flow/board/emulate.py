@@ -7,7 +7,9 @@ checkpoint's tensors and a float16 KV cache) and the host. What it reads from th
 what the host would hold besides the words: the DataMover stream of each GEMV and MEMCPY
 (which weight rows, which KV rows), the L2 address of operands a word has no field for (the
 scalar of SCALE / EXP sub_emax, the second output of findemax, parts of a split operand), and
-the plain description of each host step (its kernel and operand addresses).
+the plain description of each host step (its kernel and operands). Host steps touch host
+memory only: what they read from L2 arrives by a MEMCPY L2->host word and what instructions
+read of theirs leaves by a MEMCPY host->L2 word, as on the board.
 
 Checks, each one line naming the word index and its node: an illegal word, an access outside
 every allocated L2 region or (CVO) beyond the SFU's reach, a read of L2 that nothing wrote,
@@ -28,7 +30,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pccx_flow.board.isa import KICK_MARKER, IsaError, decode
+from pccx_flow.board.host_side import call_host_kernel
+from pccx_flow.board.isa import KICK_MARKER, IsaError, decode, memcpy_length_words
 from pccx_flow.board.program import Program
 from pccx_flow.errors import PccxFlowError
 from pccx_flow.graph.blocks_final import LOGITS
@@ -58,7 +61,7 @@ class Board:
     """The emulated state: L2 values, who wrote each unit, constant slots, KV cache."""
 
     l2: np.ndarray
-    written_by: np.ndarray  # word index that last wrote each unit; -1 host; -2 never
+    written_by: np.ndarray  # word index that last wrote each unit; -2 never
     slots: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
     host: dict[str, np.ndarray] = field(default_factory=dict)
 
@@ -85,6 +88,7 @@ class Emulator:
         self.engines: dict[int, str] = {}
         self.done_upto = 0
         self.kv_rows: dict[int, dict[str, np.ndarray]] = {}
+        self.host_ready: dict[str, int] = {}  # tensor -> the MEMCPY word that copied it out
         self.index = -1
         self.node = ""
         # word index -> [(L2 word address, dtype, bytes written)], for golden vectors
@@ -178,7 +182,9 @@ class Emulator:
             raise self.fail(str(exc)) from None
         self.engines[i] = ENGINE[ins.op]
         f = ins.fields
-        if ins.op == "MEMSET":
+        if self.p.roles[i] == "done":
+            self._done_marker(ins)
+        elif ins.op == "MEMSET":
             self.b.slots[f["slot"]] = (f["dest_cache"], f["a"], f["b"], f["c"])
         elif ins.op == "CVO":
             self.cvo(i, f)
@@ -186,6 +192,19 @@ class Emulator:
             self.gemv(i, f, ins.op)
         elif ins.op == "MEMCPY":
             self.memcpy(i, f)
+
+    def _done_marker(self, ins) -> None:
+        """A DONE marker (`pccx_flow.board.lower`): a CVO on the scratch word, value unused.
+
+        Its only effect on the board is the DONE it raises; its arithmetic (on a word nothing
+        ever writes) is not run, but its form and addresses are checked."""
+        scratch = self.p.l2.get("done.scratch")
+        f = ins.fields
+        if ins.op != "CVO" or scratch is None or f["length"] != 1:
+            raise self.fail("a DONE marker must be a one-element CVO on the scratch word")
+        for addr in (f["src"], f["dst"]):
+            if addr != scratch["addr"] or addr + 1 > self.reach_words:
+                raise self.fail(f"DONE marker address {addr} is not the scratch word in reach")
 
     def _slot(self, slot: int) -> tuple[int, int, int, int]:
         if slot not in self.b.slots:
@@ -319,8 +338,8 @@ class Emulator:
     def memcpy(self, i: int, f: dict) -> None:
         F = self.F
         s = self.p.streams[i]
-        _, lo, hi, _ = self._slot(f["shape_ptr"])
-        words = lo | hi << 16
+        _, x, y, z = self._slot(f["shape_ptr"])
+        words = memcpy_length_words(x, y, z)
         if f["from_device"] == 1:  # host -> L2
             if s["kind"] == "kv_read":
                 kv = s["kv"]
@@ -337,12 +356,25 @@ class Emulator:
                     t = t if t < e["id_limit"] else 0
                 row = self.weights.rows(e["key"], t, t + 1, F).reshape(-1)
                 self.write(f["dest"], row, "float32")
+            elif s["kind"] == "host_write":  # a host step's result, from the host I/O area
+                addr, _, n, dtype = self.p.operands[i]["outputs"][s["tensor"]]
+                self._check_length(n, dtype, words)
+                if s["tensor"] not in self.b.host:
+                    raise self.fail(f"copies {s['tensor']} into L2 before the host made it")
+                self.write(addr, np.asarray(self.b.host[s["tensor"]]).reshape(-1), dtype)
             else:
                 raise self.fail(f"unknown host->L2 stream {s['kind']!r}")
             return
+        if s["kind"] == "host_read":  # an L2 tensor a host step reads, into the host I/O area
+            name = s["tensor"]
+            _, _, n, dtype = self.p.operands[i]["inputs"][name]
+            self._check_length(n, dtype, words)
+            data = self.read(f["src"], n, dtype, "dma")
+            self.b.host[name] = data.astype(np.float16) if dtype == "float16" else data
+            self.host_ready[name] = i  # the host may read it after the next fence
+            return
         n = s["bytes"] // 4
-        if math.ceil(n / 4) > words:
-            raise self.fail(f"MEMCPY of {n} elements but its shape slot allows {words} words")
+        self._check_length(n, "float32", words)
         data = self.read(f["src"], n, "float32", "dma")
         if s["kind"] == "kv_write":
             # The row goes to the DDR cache in float16; pccx-flow's KV-write also leaves that
@@ -354,53 +386,36 @@ class Emulator:
                 self.write(addr, row, dtype)
         elif s["kind"] == "logits_readback":  # a run of logits, into host memory
             self.b.host[s["host_tensor"]] = data.astype(F)
+            self.host_ready[s["host_tensor"]] = i
         else:
             raise self.fail(f"unknown L2->host stream {s['kind']!r}")
 
-    def host_step(self, step: dict) -> None:
-        from pccx_flow.execute.kernels import kernel_table
-        from pccx_flow.execute.plan import NodeCall
+    def _check_length(self, n: int, dtype: str, words: int) -> None:
+        if math.ceil(n * _units(dtype) / UNITS_PER_WORD) > words:
+            raise self.fail(f"MEMCPY of {n} {dtype} values but its shape slot moves {words} words")
 
+    def host_step(self, step: dict) -> None:
         self.node = step["node"]
         call_d = step["call"]
         inputs = []
         for t in call_d["inputs"]:
             name = t["name"]
-            if name in step["reads"]:
-                addr = step["reads"][name][0]
-                n = math.prod(t["shape"])
-                v = self.read(addr, n, t["dtype"], None).reshape(t["shape"])
-                inputs.append(v.astype(np.float16) if t["dtype"] == "float16" else v)
-            elif name in step.get("slot_reads", {}):
+            if name in step.get("slot_reads", {}):
                 slot, exact = step["slot_reads"][name]
                 c = self._scalar(slot, exact)
                 inputs.append(np.array([c], dtype=self.F).reshape(t["shape"]))
             elif name in self.b.host:
-                inputs.append(self.b.host[name])
+                if self.host_ready.get(name, -1) >= self.done_upto:
+                    raise self.fail(
+                        f"host step reads {name} before the fence after the MEMCPY (word"
+                        f" {self.host_ready[name]}) that copies it out (missing fence)"
+                    )
+                inputs.append(np.asarray(self.b.host[name]).reshape(t["shape"]))
             else:
-                raise self.fail(f"host step reads {name}, which nothing produced")
-        call = NodeCall(
-            node=step["node"],
-            kernel=step["kernel"],
-            op="HOST",
-            params=call_d["params"],
-            flags=call_d["flags"],
-            weight=call_d["weight"],
-            input_names=tuple(t["name"] for t in call_d["inputs"]),
-            output_names=tuple(t["name"] for t in call_d["outputs"]),
-            output_shapes=tuple(tuple(t["shape"]) for t in call_d["outputs"]),
-            producers=(),
-            sources=(),
-        )
-        out = kernel_table()[step["kernel"]](call, inputs, self.ctx, self.weights, None)
-        outs = out if isinstance(out, tuple) else (out,)
-        saved = self.index
-        self.index = -1  # the host wrote it, synchronously
+                raise self.fail(f"host step reads {name}, which is not in host memory")
+        outs = call_host_kernel(step, inputs, self.ctx, self.weights)
         for t, value in zip(call_d["outputs"], outs, strict=True):
-            if t["name"] in step["writes"]:
-                self.write(step["writes"][t["name"]][0], np.asarray(value), t["dtype"])
             self.b.host[t["name"]] = np.asarray(value)
-        self.index = saved
 
 
 def emulate(program: Program, weights, k_cache, v_cache, token_id: int, *,

@@ -5,7 +5,8 @@ taken from what the host would write to the NPU and program into the DataMover:
 
 - the opcode, addresses and lengths come from the decoded word (`isa.decode`) and from the
   constant slots the program's MEMSETs set before it (a GEMV's size slot holds its input
-  length, its shape slot its rows; a MEMCPY's shape slot its length in 128-bit words);
+  length, its shape slot its rows; a MEMCPY's shape slot (X, Y, Z) its length,
+  ceil(X*Y*Z / 8) 128-bit words as the RTL computes it);
 - the bytes a GEMV streams from DDR come from its weight-stream DataMover descriptor
   (``streams``: runs x run bytes + row scales), a MEMCPY's from its DMA descriptor;
 - operands the word has no field for come from the sidecar's operand table, exactly as the
@@ -23,7 +24,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from pccx_flow.board.isa import CVO_FLAGS, CVO_FUNCS, KICK_MARKER, MAC_FLAGS, IsaError, decode
+from pccx_flow.board.isa import (
+    CVO_FLAGS,
+    CVO_FUNCS,
+    KICK_MARKER,
+    MAC_FLAGS,
+    IsaError,
+    decode,
+    memcpy_length_words,
+)
 from pccx_flow.board.program import Program, ProgramFileError
 from pccx_flow.hardware.cost import node_cycles
 from pccx_flow.hardware.profile import Profile
@@ -83,6 +92,21 @@ def _span(addr: int, elements: int, element_bytes: int = FLOAT32_BYTES) -> Regio
 
 def _operand_regions(entries: dict) -> list[Region]:
     return [(int(v[0]), int(v[0]) + int(v[1])) for v in entries.values()]
+
+
+# The host I/O area (`pccx_flow.board.lower`: tensors copied between L2 and host steps) as
+# regions past the 17-bit L2 word space, so the same hazard rules order the MEMCPY words that
+# fill or drain it and the host steps that use it.
+HOST_AREA_BASE = 1 << 17
+
+
+def _host_area_regions(entries: dict) -> list[Region]:
+    """Regions of ``[byte offset, bytes, ...]`` host I/O entries."""
+    out = []
+    for v in entries.values():
+        start = HOST_AREA_BASE + int(v[0]) // L2_WORD_BYTES
+        out.append((start, start + _words(int(v[1]))))
+    return out
 
 
 def _merge(regions: list[Region]) -> tuple[Region, ...]:
@@ -167,18 +191,20 @@ def _footprint(program: Program, profile: Profile, i: int, ins, slots: dict) -> 
         attrs.update(func=func, elements=n)
         detail = f"{func} x{n}"
     elif op == "MEMCPY":
-        length = _slot(slots, f["shape_ptr"], i, node, "copy length")
-        words = length[0] | length[1] << 16
+        words = memcpy_length_words(*_slot(slots, f["shape_ptr"], i, node, "copy length"))
         slots_read.append(f["shape_ptr"])
         to_npu = f["from_device"] == 1
         if to_npu:
             writes.append((f["dest"], f["dest"] + words))
         else:
             reads.append((f["src"], f["src"] + words))
+        if stream.get("kind") in ("host_read", "host_write"):  # the host I/O area side
+            area = _host_area_regions({0: [stream["host_offset"], stream["bytes"]]})
+            (writes if stream["kind"] == "host_read" else reads).extend(area)
         nbytes = int(stream.get("ddr_bytes", stream.get("bytes", words * L2_WORD_BYTES)))
         attrs.update(act_bytes=nbytes)
         kind = DMA_READ if to_npu else DMA_WRITE
-        detail = f"{nbytes:,} B {'DDR->L2' if to_npu else 'L2->DDR'}"
+        detail = f"{nbytes:,} B {'host->L2' if to_npu else 'L2->host'}"
     else:  # MEMSET
         slots[f["slot"]] = (f["a"], f["b"], f["c"])
         slots_written.append(f["slot"])
@@ -228,8 +254,8 @@ def host_step_cycles(step: dict, profile: Profile) -> int:
 
 
 def host_step_regions(step: dict) -> tuple[tuple[Region, ...], tuple[Region, ...]]:
-    """L2 regions a host step reads and writes (through the ACP), from the program's steps."""
+    """Host I/O area regions a host step reads and writes (it never touches L2 itself)."""
     return (
-        _merge(_operand_regions(step.get("reads", {}))),
-        _merge(_operand_regions(step.get("writes", {}))),
+        _merge(_host_area_regions(step.get("host_reads", {}))),
+        _merge(_host_area_regions(step.get("host_writes", {}))),
     )

@@ -17,6 +17,7 @@ A word is 64 bits: opcode in [63:60], a 60-bit body whose layout depends on the 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from pccx_flow.errors import PccxFlowError
@@ -223,6 +224,33 @@ DISAGREEMENTS: tuple[Disagreement, ...] = (
         "a lane count; lowering writes 1 (one tile per instruction)",
     ),
 )
+
+
+# MEMCPY length: the fmap shape slot its shape_ptr names holds (X, Y, Z) and the copy moves
+# ceil(X*Y*Z / 8) 128-bit words, X*Y*Z taken to its low 20 bits (eight BF16 elements per
+# word; `pccxai/pccx-v002` LLM/rtl/core/memory/mem_dispatcher.sv, LOAD pipeline s1-s7).
+MEMCPY_ELEMENTS_PER_WORD = 8
+
+
+def memcpy_length_fields(words: int) -> tuple[int, int, int]:
+    """The (X, Y, Z) of a shape slot that makes a MEMCPY move exactly `words` L2 words."""
+    if not 0 < words < 1 << ADDR_BITS:
+        raise IsaError(f"a MEMCPY of {words} L2 words does not fit the 17-bit L2 address space")
+    if words <= 0xFFFF:
+        return MEMCPY_ELEMENTS_PER_WORD, words, 1
+    # X*Y may be any element count that rounds up to `words` (below 2**20, so X >= 16)
+    top = words * MEMCPY_ELEMENTS_PER_WORD
+    for elements in range(top, top - MEMCPY_ELEMENTS_PER_WORD, -1):
+        for x in range(16, math.isqrt(elements) + 1):
+            if elements % x == 0 and elements // x <= 0xFFFF:
+                return x, elements // x, 1
+    raise IsaError(f"no 16-bit shape (X, Y, 1) gives a MEMCPY of {words} words")
+
+
+def memcpy_length_words(x: int, y: int, z: int) -> int:
+    """L2 words a MEMCPY moves for shape slot (X, Y, Z), as the RTL computes it."""
+    elements = (x * y * z) & ((1 << 20) - 1)
+    return -(-elements // MEMCPY_ELEMENTS_PER_WORD)
 
 
 def _check_value(fmt: Format, f: Field, value: int) -> int:

@@ -2,9 +2,14 @@
 
 Walks the schedule in issue order (`Schedule.order`) and, per node:
 
-- HOST nodes become host steps. The host reads and writes L2 through the PS-programmed ACP
-  DataMover channels (pccx-v002.md §5), so a host step carries no instruction; the sidecar
-  records its operation and the L2 addresses of what it reads and writes.
+- HOST nodes become host steps. pccx v002 gives the host no path into L2 but MEMCPY words
+  over the ACP DataMover channels (pccx-v002.md §5; ``mem_dispatcher.sv``: from_host_to_L2,
+  from_L2_to_host), so each L2 tensor a host step reads is first copied out by a MEMCPY
+  L2->host word into the host I/O area of the activation buffer, then a fence (the host
+  waits for DONE), then the host step, which works on host memory only, then a MEMCPY
+  host->L2 word for each result an instruction reads. The sidecar records the step's
+  operation and where in the host I/O area each copied tensor lies (``host_reads``,
+  ``host_writes``: byte offset, bytes, elements, dtype).
 - every other node becomes exactly one instruction word (GEMV, CVO, MEMCPY, MEMSET), preceded
   by the MEMSETs that fill the constant slots it points at (shapes and sizes).
 
@@ -17,6 +22,14 @@ instruction points at, before a host step reads anything still in flight, when L
 of regions that only wait for a fence, and at the end of the step. A dead tensor's region
 that an unfenced instruction may still read is not reused before the next fence, so no
 overwrite needs a fence of its own.
+
+DONE markers: today's RTL raises DONE only when a CVO completes (pccx-v002.md §5), and the
+host waits for DONE after every batch, so a batch whose last word is not a CVO would never be
+seen to finish. With ``done_markers`` (the default) such a batch ends with a one-element CVO
+REDUCE_SUM on a reserved scratch word (role ``done``): the RTL completes load-path
+instructions one at a time (``Global_Scheduler.sv``: one ``OUT_LOAD_uop`` register), so the
+marker's DONE means the whole batch is done. The marker's value is never read. A bitstream
+that raises DONE at the end of every batch needs none (``emit --no-done-markers``).
 
 Addresses: every tensor an instruction touches gets an L2 region (`alloc`); a GEMV with accm
 writes into its accumulator's region; MEMSET values (θ) stay in their constant slot. GEMV
@@ -34,13 +47,26 @@ import networkx as nx
 
 from pccx_flow.board.alloc import AllocationError, L2Allocator, SlotCache, words_for
 from pccx_flow.board.ddr import ddr_layout, weight_stream
-from pccx_flow.board.isa import FORMATS, KICK_MARKER, IsaError, encode, flag_bits
+from pccx_flow.board.isa import (
+    FORMATS,
+    KICK_MARKER,
+    L2_WORD_BYTES,
+    IsaError,
+    encode,
+    flag_bits,
+    memcpy_length_fields,
+)
 from pccx_flow.board.program import Program
 from pccx_flow.graph.nodes import OP_LANE
 from pccx_flow.schedule.memory import HOST_OUTPUT_COPIES
 
 # MEMCPY kinds whose destination is L2 (the others copy L2 to the host or DDR)
 TO_L2_COPIES = ("kv_read", "embed_fetch")
+DONE_SCRATCH = "done.scratch"  # the L2 word DONE markers read and write
+DONE_NODE = "done-marker"  # the node name of a DONE marker word
+# MEMCPY words the lowering adds around host steps (sidecar stream kinds)
+HOST_READ, HOST_WRITE = "host_read", "host_write"
+HOST_IO_ALIGN = 64  # bytes: each copied tensor starts a cache line of the host I/O area
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "float64": 8, "int32": 4}
 
@@ -77,7 +103,8 @@ def f32_halves(value: float) -> tuple[int, int]:
 
 
 class _Lowering:
-    def __init__(self, graph: nx.DiGraph, schedule, profile, config, small: str = "bottom"):
+    def __init__(self, graph: nx.DiGraph, schedule, profile, config, small: str = "bottom",
+                 done_markers: bool = True):  # fmt: skip
         self.g = graph
         self.profile = profile
         self.config = config
@@ -88,6 +115,10 @@ class _Lowering:
         total = profile.memory.l2_bytes // 16
         reach = min(total, profile.sfu.l2_reach_bytes // 16)
         self.l2 = L2Allocator(total, reach, small=small)
+        self.done_markers = done_markers
+        self.markers = 0
+        if done_markers:  # one word of the CVO window, for the whole step
+            self.scratch = self.l2.alloc(1, low=True)
         self.slots = SlotCache(profile.memory.const_cache_slots)
         self.slot_users: dict[int, int] = {}  # slot -> last word index that pointed at it
         self.ddr = ddr_layout(config)
@@ -97,6 +128,10 @@ class _Lowering:
         self.done_upto = 0  # every word below this index has completed (after a fence)
         self.fences = 0
         self.fence_reasons: dict[str, int] = defaultdict(int)
+        # the host I/O area: tensor -> (byte offset, bytes), bump-allocated for the whole step
+        self.host_io: dict[str, tuple[int, int]] = {}
+        self.host_io_bytes = 0
+        self.host_copies = {HOST_READ: 0, HOST_WRITE: 0}
         self._tensor_facts()
 
     # --- tensors ---------------------------------------------------------------------------
@@ -252,6 +287,12 @@ class _Lowering:
         if self.batch_start is None:
             return
         p = self.prog
+        if self.done_markers and p.words[-1] >> 60 != FORMATS["CVO"].opcode:
+            marker = encode("CVO", func="REDUCE_SUM", src=self.scratch, dst=self.scratch, length=1)
+            p.words.append(marker)
+            p.nodes.append(DONE_NODE)
+            p.roles.append("done")
+            self.markers += 1
         p.words.append(KICK_MARKER)
         p.nodes.append(None)
         p.roles.append("kick")
@@ -270,7 +311,10 @@ class _Lowering:
 
     def _emit(self, word: int, node: str, role: str) -> int:
         p = self.prog
-        if self.batch_start is not None and len(p.words) - self.batch_start >= self.max_batch:
+        room = self.max_batch
+        if self.done_markers and word >> 60 != FORMATS["CVO"].opcode:
+            room -= 1  # the batch may need its DONE marker after this word
+        if self.batch_start is not None and len(p.words) - self.batch_start >= room:
             self._close_batch()
         if self.batch_start is None:
             self.batch_start = len(p.words)
@@ -357,12 +401,14 @@ class _Lowering:
         return [addr, words, math.prod(self.info[t]["shape"]), self.info[t]["dtype"]]
 
     def _host(self, n: str, d: dict, ins: list[str], outs: list[str]) -> None:
-        for t in outs:
-            self._alloc(t, n, len(self.prog.words))
-        pending_read = any(
-            self._pending(self.writer.get(t, (None,))[0]) for t in ins if t in self.writer
-        )
-        if pending_read:
+        copied = False
+        for t in ins:
+            if t in self.region and t not in self.host_io:
+                self._copy(t, n, HOST_READ)
+                copied = True
+        # a copy out, or a result an instruction sent to host memory (the logits runs),
+        # is there only once DONE says so
+        if copied or any(self._pending(self.writer[t][0]) for t in ins if t in self.writer):
             self._fence("host reads an NPU result")
         else:
             self._close_batch()
@@ -379,8 +425,8 @@ class _Lowering:
                     "inputs": d["inputs"],
                     "outputs": d["outputs"],
                 },
-                "reads": {t: self._where(t) for t in ins if t in self.region},
-                "writes": {t: self._where(t) for t in outs if t in self.region},
+                "host_reads": {t: self._host_where(t) for t in ins if t in self.host_io},
+                "host_writes": {t: self._host_where(t) for t in outs if t in self.npu},
                 "slot_reads": {
                     t: [self.slot_tensor[t], self.slot_value[t]]
                     for t in ins
@@ -389,7 +435,58 @@ class _Lowering:
             }
         )
         for t in outs:
-            self.writer[t] = (-1, "host")  # the host step has finished when it returns
+            if t in self.npu:  # an instruction reads it: the host copies it into L2
+                self._alloc(t, n, len(self.prog.words))
+                self._copy(t, n, HOST_WRITE)
+
+    def _host_where(self, t: str) -> list:
+        """``[byte offset, bytes, elements, dtype]`` of a tensor in the host I/O area."""
+        if t not in self.host_io:
+            nbytes = self.region[t][1] * L2_WORD_BYTES if t in self.region else 0
+            nbytes = nbytes or words_for(tensor_bytes(self.info[t])) * L2_WORD_BYTES
+            self.host_io[t] = (self.host_io_bytes, nbytes)
+            self.host_io_bytes += -(-nbytes // HOST_IO_ALIGN) * HOST_IO_ALIGN
+        offset, nbytes = self.host_io[t]
+        return [offset, nbytes, math.prod(self.info[t]["shape"]), self.info[t]["dtype"]]
+
+    def _copy(self, t: str, n: str, kind: str) -> None:
+        """A MEMCPY word moving tensor `t` between its L2 region and the host I/O area."""
+        to_host = kind == HOST_READ
+        engine = OP_LANE["MEMCPY"]
+        if to_host and self._needs_raw_fence([t], engine):
+            self._fence("read after write across engines")
+        addr, words = self.region[t]
+        slot = self._length_slot(words, n)
+        word = encode(
+            "MEMCPY",
+            from_device="npu" if to_host else "host",
+            to_device="host" if to_host else "npu",
+            dest=0 if to_host else addr,
+            src=addr if to_host else 0,
+            aux=0,
+            shape_ptr=slot,
+        )
+        where = self._host_where(t)
+        index = self._emit(word, n, "host_io")
+        self.slot_users[slot] = index
+        if to_host:
+            self.readers[self.rep(t)][engine] = index
+            self.prog.operands[index] = {"inputs": {t: self._where(t)}, "outputs": {}}
+        else:
+            self.writer[t] = (index, engine)
+            self.prog.operands[index] = {"inputs": {}, "outputs": {t: self._where(t)}}
+        self.prog.streams[index] = {
+            "kind": kind,
+            "tensor": t,
+            "bytes": where[1],
+            "host_offset": where[0],
+        }
+        self.host_copies[kind] += 1
+
+    def _length_slot(self, words: int, n: str) -> int:
+        """The constant slot holding a MEMCPY's length, in the RTL's (X, Y, Z) form."""
+        x, y, z = memcpy_length_fields(words)
+        return self._slot("fmap_shape", x, y, z, n, "MEMCPY length (X*Y*Z/8 words)")
 
     def _instruction(self, n: str, d: dict, op: str) -> tuple[int, dict]:
         ins, outs = d["inputs"], d["outputs"]
@@ -483,9 +580,7 @@ class _Lowering:
         parts = self.group_of.get(local, (local,))
         local_words = sum(self.region[p][1] for p in parts)
         nbytes = tensor_bytes(out) if to_npu else sum(tensor_bytes(self.info[q]) for q in parts)
-        slot = self._slot(
-            "fmap_shape", local_words & 0xFFFF, local_words >> 16, 0, n, "MEMCPY length (words)"
-        )
+        slot = self._length_slot(local_words, n)
         word = encode(
             "MEMCPY",
             from_device="host" if to_npu else "npu",
@@ -525,7 +620,7 @@ class _Lowering:
         return word, stream
 
 
-def lower(graph: nx.DiGraph, schedule, profile, config) -> Program:
+def lower(graph: nx.DiGraph, schedule, profile, config, *, done_markers: bool = True) -> Program:
     """The program of one scheduled decode step (see the module docstring).
 
     L2 placement is a heuristic (the schedule guarantees bytes, not contiguity): when the
@@ -533,10 +628,10 @@ def lower(graph: nx.DiGraph, schedule, profile, config) -> Program:
     the CVO window; if that fails too, the first error is raised.
     """
     try:
-        lw = _lower_with(graph, schedule, profile, config, "bottom")
+        lw = _lower_with(graph, schedule, profile, config, "bottom", done_markers)
     except AllocationError as first:
         try:
-            lw = _lower_with(graph, schedule, profile, config, "above-reach")
+            lw = _lower_with(graph, schedule, profile, config, "above-reach", done_markers)
         except AllocationError:
             raise first from None
     prog = lw.prog
@@ -545,6 +640,8 @@ def lower(graph: nx.DiGraph, schedule, profile, config) -> Program:
     for key, addr in lw.group_region.items():
         words = sum(lw.region[p][1] for p in key)
         prog.l2["+".join(key)] = {"addr": addr, "words": words, "parts": list(key)}
+    if lw.done_markers:
+        prog.l2[DONE_SCRATCH] = {"addr": lw.scratch, "words": 1}
     prog.ddr = lw.ddr
     prog.meta = {
         "config": config.name,
@@ -556,13 +653,16 @@ def lower(graph: nx.DiGraph, schedule, profile, config) -> Program:
         "policy": schedule.policy,
         "l2_words": lw.l2.total_words,
         "cvo_reach_words": lw.l2.reach_words,
+        "host_io_bytes": lw.host_io_bytes,
+        "done_markers": lw.done_markers,
     }
     prog.summary = summarise(lw)
     return prog
 
 
-def _lower_with(graph: nx.DiGraph, schedule, profile, config, small: str) -> _Lowering:
-    lw = _Lowering(graph, schedule, profile, config, small)
+def _lower_with(graph: nx.DiGraph, schedule, profile, config, small: str,
+                done_markers: bool) -> _Lowering:  # fmt: skip
+    lw = _Lowering(graph, schedule, profile, config, small, done_markers)
     for n in lw.order:
         lw.node(n)
     lw._fence("end of step")
@@ -574,7 +674,7 @@ def summarise(lw: _Lowering) -> dict:
     by_op: dict[str, int] = defaultdict(int)
     slot_memsets = 0
     for w, role in zip(prog.words, prog.roles, strict=True):
-        if role == "kick":
+        if role in ("kick", "host_io", "done"):  # counted in host_copies_*, done_markers
             continue
         op = next(f.name for f in FORMATS.values() if f.opcode == w >> 60)
         if role == "slot":
@@ -591,6 +691,10 @@ def summarise(lw: _Lowering) -> dict:
         "fences": lw.fences,
         "fence_reasons": dict(lw.fence_reasons),
         "host_steps": sum(1 for s in prog.steps if s["kind"] == "host"),
+        "host_copies_out": lw.host_copies[HOST_READ],
+        "host_copies_in": lw.host_copies[HOST_WRITE],
+        "host_io_bytes": lw.host_io_bytes,
+        "done_markers": lw.markers,
         "l2_peak_bytes": l2.peak_words * 16,
         "l2_fragmentation": round(l2.fragmentation_at_peak, 4),
         "l2_bytes": l2.total_words * 16,

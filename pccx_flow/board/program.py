@@ -25,7 +25,7 @@ from pccx_flow.board.isa import KICK_MARKER, IsaError, decode, disassemble
 from pccx_flow.errors import PccxFlowError
 
 FORMAT = "pccx-flow-program"
-VERSION = 1
+VERSION = 2  # 2: host steps exchange tensors with L2 by MEMCPY words (host I/O area)
 
 
 class ProgramFileError(PccxFlowError):

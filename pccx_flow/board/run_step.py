@@ -2,12 +2,13 @@
 
 `host_buffers` allocates the two physically contiguous buffers a step needs from a
 `pccx_flow.board.cma.BufferSource` and loads the DDR image (weights and the KV cache of the
-earlier positions) into the first; the second holds the runs of logits the NPU writes back
-and the staging area for gathered weight tiles. `run_step` then walks the program with
-`pccx_flow.board.dispatch.dispatch`, pushing before each batch the DataMover commands of its
-words (`pccx_flow.board.transfers`), and reads the results where the ``acp_out`` commands put
-them: the logits runs into the activation buffer (the host steps soft-cap them into the
-step's logits), the step's KV rows from the image's cache.
+earlier positions) into the first; the second (the activation buffer) holds the runs of
+logits the NPU writes back, the host I/O area through which host steps and L2 exchange
+tensors, and the staging area for gathered weight tiles. `run_step` then walks the program
+with `pccx_flow.board.dispatch.dispatch`, pushing before each batch the DataMover commands of
+its words (`pccx_flow.board.transfers`) and running each host step with
+`pccx_flow.board.host_side.HostSide`; the logits are what the last host steps (soft-capping)
+leave in host memory, the step's KV rows are read from the image's cache.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ import numpy as np
 from pccx_flow.board.cma import Buffer, BufferSource
 from pccx_flow.board.ddr_image import load_image
 from pccx_flow.board.dispatch import Batch, Descriptor, DispatchReport, dispatch, plan
+from pccx_flow.board.host_side import HostSide
 from pccx_flow.board.transfers import (
-    LOGITS_OFFSET,
     batch_transfers,
     check_fifo_depth,
     gather_into,
-    logits_bytes,
+    host_io_base,
+    host_io_bytes,
     staging_bytes,
 )
 from pccx_flow.board.uio import Npu
@@ -42,7 +44,7 @@ class StepResult:
 
 
 def _staging_base(program) -> int:
-    return LOGITS_OFFSET + logits_bytes(program)
+    return host_io_base(program) + host_io_bytes(program)
 
 
 def host_buffers(program, source: BufferSource, weights, k_past, v_past) -> dict[str, Buffer]:
@@ -71,16 +73,14 @@ def run_step(
     buffers: dict[str, Buffer],
     token_id: int,
     *,
-    run_host_step: Callable[[dict], None] | None,
-    host_memory: dict | None = None,
+    host: HostSide | None,
     timeout: float | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> StepResult:
     """Dispatch the program's batches and host steps; read the logits and KV rows back.
 
-    The logits leave L2 in runs into the activation buffer; the host steps that follow
-    (soft-capping) make the step's logits in `host_memory` (the dict the host steps keep their
-    tensors in), which is where they are taken from.
+    `host` runs the host steps (None for a program without any, such as an ``emit
+    --bisect`` prefix); the logits are taken from its memory.
     """
     check_transfers(program, token_id, npu.regs.max_batch)
     image, act = buffers["image"], buffers["act"]
@@ -96,12 +96,12 @@ def run_step(
     report = dispatch(
         program,
         npu,
-        run_host_step=run_host_step,
+        run_host_step=None if host is None else host.run,
         descriptors=descriptors,
         timeout=timeout,
         progress=progress,
     )
-    found = None if host_memory is None else host_memory.get(LOGITS)
+    found = None if host is None else host.memory.get(LOGITS)
     logits = None if found is None else np.asarray(found, dtype=np.float32)
     rows: dict[int, dict[str, np.ndarray]] = {}
     for s in program.streams.values():

@@ -5,8 +5,12 @@ Read from the word's sidecar stream (`pccx_flow.board.program`): a GEMV tile's w
 
 - ``hp2``: GEMV weight runs; ``hp3``: the INT4 row scales of the same tile (the two GEMV
   weight ports of the profile, so a batch of 8 GEMVs needs at most 8 commands on each);
-- ``acp_in``: host -> L2 (KV rows, the embedding row); ``acp_out``: L2 -> host (the new KV
-  row into the DDR image's cache, the logits into the activation buffer).
+- ``acp_in``: host -> L2 (KV rows, the embedding row, host-step results from the host I/O
+  area); ``acp_out``: L2 -> host (the new KV row into the DDR image's cache, the logits and
+  the tensors host steps read into the activation buffer).
+
+The activation buffer holds, in order: the logits runs, the host I/O area (one place per
+tensor copied between L2 and a host step, `host_io_base`) and the staging area.
 
 A DataMover command moves one contiguous run (< 8 MiB). A tile whose rows are not contiguous
 in the image (a column block of an ``[in, out]`` float32 matrix, a column split of an INT4
@@ -112,6 +116,10 @@ def word_transfers(program, index: int, token_id: int, staging: int) -> tuple[li
         else:
             out.append(Transfer("acp_in", "image", e["offset"] + 4 * t * cols, 4 * cols, index,
                                 "embed"))  # fmt: skip
+    elif s.get("kind") in ("host_read", "host_write"):
+        page = "acp_out" if s["kind"] == "host_read" else "acp_in"
+        offset = host_io_base(program) + s["host_offset"]
+        out.append(Transfer(page, "act", offset, s["bytes"], index, s["kind"]))
     elif s.get("kind") == "logits_readback":
         offset = logits_runs(program)[index][0]
         out.append(Transfer("acp_out", "act", offset, s["bytes"], index, "logits"))
@@ -145,6 +153,16 @@ def logits_bytes(program) -> int:
         return 0
     offset, nbytes, _ = runs[max(runs)]
     return offset + -(-nbytes // STAGING_ALIGN) * STAGING_ALIGN - LOGITS_OFFSET
+
+
+def host_io_base(program) -> int:
+    """Where the host I/O area starts in the activation buffer (after the logits runs)."""
+    return LOGITS_OFFSET + logits_bytes(program)
+
+
+def host_io_bytes(program) -> int:
+    """Size of the host I/O area (0 for a program from before host copies existed)."""
+    return int(program.meta.get("host_io_bytes", 0))
 
 
 def batch_transfers(program, first: int, words: int, token_id: int, staging_base: int):

@@ -22,9 +22,9 @@ On a board: finds the NPU's /dev/uioN by UIO name (or --device), maps its regist
 with the profile's register map, allocates the DDR image and the activation buffer from
 u-dma-buf devices (--buffers), loads the weights and the KV cache of the earlier positions
 (decoded by the reference from --tokens), then writes each batch (<= 8 words) and its kick,
-pushes each word's DataMover commands and polls status with the profile's timeout. Programs
-with host steps are refused on a board (v002 gives the host no L2 access but MEMCPY words),
-so today only `emit --bisect` prefixes can go there. Prints argmax, top-k and a summary.
+pushes each word's DataMover commands and polls status with the profile's timeout, and runs
+the host steps between batches on the tensors MEMCPY words copied out of L2 (their results
+go back by MEMCPY). Prints argmax, top-k and a summary.
 No board was available to test this: see README, "Running on a KV260".
 
 --fake-device is a test and rehearsal aid, NOT a board: a memory-mapped file stands in for
@@ -32,7 +32,8 @@ the register window, file-backed buffers for u-dma-buf, and a device thread runs
 emulator on each kick, so the logits equal `pccx-flow emulate`'s bit for bit. --fake-fault
 injects a fault (never-done, dma-error, disappear, silent: at kick N with @N, default the
 first kick with DataMover commands; corrupt@I: a wrong L2 value after instruction I), and
---fake-done-rule cvo makes DONE come only from batches with a CVO, as the RTL does today.
+DONE comes only from batches with a CVO, as from today's RTL (--fake-done-rule every-batch:
+from every batch, to rehearse a program emitted with --no-done-markers).
 Exit 0 on success; a fault prints one line naming batch, instruction and node, exit 2."""
 
 FAULTS = ("never-done", "dma-error", "disappear", "silent", "corrupt")
@@ -110,9 +111,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     g.add_argument(
         "--fake-done-rule",
-        choices=("every-batch", "cvo"),
-        default="every-batch",
-        help="when the fake device raises DONE (cvo: as today's RTL)",
+        choices=("cvo", "every-batch"),
+        default="cvo",
+        help="when the fake device raises DONE (default %(default)s: only for a batch with a"
+        " CVO, as today's RTL; every-batch: as a bitstream that raises DONE at batch end)",
     )
     p.set_defaults(func=run)
 
@@ -172,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.fake_device and args.device is not None:
         raise InputError("give --device or --fake-device, not both")
-    if not args.fake_device and (args.fake_fault or args.fake_done_rule != "every-batch"):
+    if not args.fake_device and (args.fake_fault or args.fake_done_rule != "cvo"):
         raise InputError("--fake-fault and --fake-done-rule need --fake-device")
     fault = _parse_fault(args.fake_fault)
     program = read_program(args.program)
@@ -193,21 +195,14 @@ def run(args: argparse.Namespace) -> int:
 
         golden = read_golden(args.check_golden)
     no_done = _no_cvo_batches(program)
-    if not args.fake_device:
-        n_host = sum(1 for s in program.steps if s["kind"] == "host")
-        if n_host:
-            raise BoardError(
-                f"the program has {n_host} host steps, which read and write L2 directly; pccx"
-                " v002 gives the host no L2 access but MEMCPY words, which the lowering does not"
-                " yet emit around host steps: rehearse with --fake-device (see README)"
-            )
-        if no_done:
-            print(
-                f"pccx-flow: warning: {len(no_done)} of the program's batches (first: batch"
-                f" {no_done[0]}) have no CVO; today's RTL raises DONE only when a CVO completes,"
-                " so they will time out unless the bitstream raises DONE at batch end",
-                file=sys.stderr,
-            )
+    if not args.fake_device and no_done:
+        print(
+            f"pccx-flow: warning: {len(no_done)} of the program's batches (first: batch"
+            f" {no_done[0]}) have no CVO; today's RTL raises DONE only when a CVO completes,"
+            " so they will time out unless the bitstream raises DONE at batch end (re-emit"
+            " without --no-done-markers)",
+            file=sys.stderr,
+        )
     k_past, v_past, _ = reference_prefix(program, weights, tokens)
     ctx = StepContext(weights.config, program.meta["semantics"], position, tokens[-1], "float32")
     if args.fake_device:
@@ -225,11 +220,12 @@ def run(args: argparse.Namespace) -> int:
                 golden,
                 Path(folder),
             )
-    return _run_board(args, program, regs, weights, k_past, v_past, tokens)
+    return _run_board(args, program, regs, weights, k_past, v_past, ctx, tokens)
 
 
-def _run_board(args, program, regs, weights, k_past, v_past, tokens) -> int:
+def _run_board(args, program, regs, weights, k_past, v_past, ctx, tokens) -> int:
     from pccx_flow.board.cma import UdmabufSource
+    from pccx_flow.board.host_side import HostSide
     from pccx_flow.board.run_step import host_buffers, run_step
     from pccx_flow.board.uio import open_npu
 
@@ -242,7 +238,7 @@ def _run_board(args, program, regs, weights, k_past, v_past, tokens) -> int:
             npu,
             buffers,
             tokens[-1],
-            run_host_step=None,
+            host=HostSide(program, buffers["act"], weights, ctx),
             timeout=args.timeout,
             progress=_progress(),
         )
@@ -261,13 +257,14 @@ def _run_fake(
     from pccx_flow.board.device_model import DeviceModel
     from pccx_flow.board.dispatch import Batch, plan
     from pccx_flow.board.fake_device import FakeDevice
+    from pccx_flow.board.host_side import HostSide
     from pccx_flow.board.isa import decode
     from pccx_flow.board.run_step import host_buffers, run_step
     from pccx_flow.board.transfers import batch_transfers
 
     source = FileSource(folder / "buffers")
     buffers = host_buffers(program, source, weights, k_past, v_past)
-    model = DeviceModel(program, buffers, weights.config, ctx, weights)
+    model = DeviceModel(program, buffers, weights.config)
     batches = [b for b in plan(program, 1 << 30) if isinstance(b, Batch)]
     progress = _progress()
     if golden is not None:
@@ -318,8 +315,7 @@ def _run_fake(
                 npu,
                 buffers,
                 tokens[-1],
-                run_host_step=model.run_host_step,
-                host_memory=model.host_memory,
+                host=HostSide(program, buffers["act"], weights, ctx),
                 timeout=args.timeout,
                 progress=progress,
             )

@@ -19,6 +19,8 @@ EPILOG = """examples:
 
 Writes OUT (little-endian 64-bit words, kick markers between batches), OUT's .memh and a
 .json sidecar (batches, fences, host steps, L2 map, slot log, DDR layout, node of each word).
+Host steps reach L2 only through MEMCPY words (copies out before, copies in after them), and
+every batch ends with a CVO so that today's RTL raises DONE (see --no-done-markers).
 A schedule whose live tensors exceed L2 (or the CVO reach) fails with one line naming the
 tensor, the instruction and the peak demand."""
 
@@ -54,6 +56,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         " each with its golden L2 words and an index.json, for board bring-up; needs --weights",
     )
     p.add_argument("--weights", type=Path, metavar="DIR", help="checkpoint for --golden/--bisect")
+    p.add_argument(
+        "--done-markers",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="end every batch whose last word is not a CVO with a one-element CVO, because"
+        " today's RTL raises DONE only when a CVO completes (default: on; --no-done-markers"
+        " for a bitstream that raises DONE at every batch's end)",
+    )
     p.set_defaults(func=run)
 
 
@@ -66,9 +76,12 @@ def format_summary(summary: dict, meta: dict) -> str:
             f"program: {meta['config']} step, position {meta['position']}, {meta['semantics']} "
             f"semantics, policy {meta['policy']}, profile {meta['profile']}",
             f"  instructions   {s['instructions']} ({ops}) + {s['slot_memsets']} slot MEMSETs",
-            f"  words          {s['words']} in {s['batches']} batches (<= 8 words + kick)",
+            f"  words          {s['words']} in {s['batches']} batches (<= 8 words + kick), "
+            f"{s['done_markers']} of them DONE markers",
             f"  fences         {s['fences']} ({reasons})",
-            f"  host steps     {s['host_steps']}",
+            f"  host steps     {s['host_steps']}, with {s['host_copies_out']} MEMCPY copies"
+            f" L2->host and {s['host_copies_in']} host->L2 ({s['host_io_bytes']:,} B host I/O"
+            " area)",
             f"  L2 peak        {s['l2_peak_bytes']:,} B live of {s['l2_bytes']:,} B "
             f"(fragmentation at the peak {s['l2_fragmentation']:.1%}: 1 - largest hole / free)",
             f"  CVO window     {s['cvo_window_peak_bytes']:,} B used of {s['cvo_reach_bytes']:,} B "
@@ -115,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     problem = problem_from_graph(graph, profile, memory=True)
     schedule = run_policy(problem, profile, args.policy, seed=args.seed)
     t0 = time.perf_counter()
-    program = lower(graph, schedule, profile, step.config)
+    program = lower(graph, schedule, profile, step.config, done_markers=args.done_markers)
     program.meta["seed"] = args.seed  # so a replay can rebuild the same list schedule
     t1 = time.perf_counter()
     print(format_summary(program.summary, program.meta))

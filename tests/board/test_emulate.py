@@ -78,6 +78,24 @@ def test_a_missing_fence_is_caught(tiny_ckpt, small):
         _run(prog, tiny_ckpt)
 
 
+def test_a_host_step_reads_only_what_memcpy_words_brought_after_a_fence(tiny_ckpt, small):
+    # no fence between the copy out and the host step: the host would read a half-copied tensor
+    prog = copy.deepcopy(small)
+    i = next(k for k, s in enumerate(prog.steps) if s["kind"] == "fence"
+             and s["reason"] == "host reads an NPU result")  # fmt: skip
+    assert prog.steps[i + 1]["kind"] == "host"
+    del prog.steps[i]
+    with pytest.raises(EmulationError, match=r"host step reads .* \(missing fence\)"):
+        _run(prog, tiny_ckpt)
+    # no copy out at all: the host has nothing to read (it cannot read L2 itself)
+    prog = copy.deepcopy(small)
+    j = next(k for k, r in enumerate(prog.roles) if r == "host_io")
+    name = prog.streams.pop(j)["tensor"]
+    prog.words[j] = encode("MEMSET", dest_cache="fmap_shape", slot=63, a=0, b=0, c=0)
+    with pytest.raises(EmulationError, match=rf"host step reads {name}, which is not in host"):
+        _run(prog, tiny_ckpt)
+
+
 def test_an_illegal_word_names_its_index_and_node(tiny_ckpt, small):
     prog = copy.deepcopy(small)
     i = prog.roles.index("node")
@@ -88,7 +106,8 @@ def test_an_illegal_word_names_its_index_and_node(tiny_ckpt, small):
 
 def test_access_outside_an_allocation_and_unwritten_reads(tiny_ckpt, small):
     prog = copy.deepcopy(small)
-    i = next(k for k, w in enumerate(prog.words) if w != KICK_MARKER and decode(w).op == "CVO")
+    i = next(k for k, w in enumerate(prog.words)
+             if prog.roles[k] == "node" and decode(w).op == "CVO")  # fmt: skip
     f = dict(decode(prog.words[i]).fields)
     prog.words[i] = encode("CVO", **{**f, "src": (1 << 17) - 1})
     with pytest.raises(EmulationError, match=rf"^word {i} .*beyond the SFU's reach"):

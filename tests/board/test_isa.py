@@ -19,6 +19,8 @@ from pccx_flow.board.isa import (
     disassemble,
     encode,
     flag_bits,
+    memcpy_length_fields,
+    memcpy_length_words,
 )
 from pccx_flow.cli.main import main
 
@@ -228,3 +230,18 @@ def test_docstring_examples_run():
 
     result = doctest.testmod(isa_module)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_memcpy_length_follows_the_rtl_rule_for_every_l2_size():
+    # mem_dispatcher.sv (pccxai/pccx-v002): words = ceil((X*Y*Z)[19:0] / 8), so (8, n, 1)
+    # moves n words and a zero Z moves nothing
+    assert memcpy_length_words(8, 100, 1) == 100
+    assert memcpy_length_words(100, 1, 1) == 13  # rounds up
+    assert memcpy_length_words(8, 100, 0) == 0
+    assert memcpy_length_words(1 << 10, 1 << 10, 1) == 0  # only the low 20 bits count
+    for words in range(1, 1 << 17):
+        fields = memcpy_length_fields(words)
+        assert max(fields) <= 0xFFFF and memcpy_length_words(*fields) == words, words
+    for words in (0, 1 << 17):
+        with pytest.raises(IsaError, match="17-bit L2 address space"):
+            memcpy_length_fields(words)

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from pccx_flow.board.alloc import AllocationError
-from pccx_flow.board.isa import KICK_MARKER, decode
+from pccx_flow.board.isa import KICK_MARKER, decode, memcpy_length_words
 from pccx_flow.board.lower import lower
 from pccx_flow.graph.nodes import OP_LANE
 from pccx_flow.model.config import get_config
@@ -179,3 +179,80 @@ def test_a_kv_tile_grouped_with_the_new_row_is_freed_after_its_own_last_reader()
             for t, r in prog.l2.items() if "parts" not in r and t not in (tile, row)
         )  # fmt: skip
     assert reused > 0
+
+
+def test_host_steps_reach_l2_only_through_memcpy_words(tiny_program):
+    """Every L2 tensor a host step reads is copied out (fenced) before it; every result an
+    instruction reads is copied in after it; the MEMCPY words name the right L2 words."""
+    graph, _, _, prog = tiny_program
+    word_epoch, host_epoch, _ = _epochs(prog)
+    slots, copy_out, copy_in = {}, {}, {}
+    for i, w in enumerate(prog.words):
+        if w == KICK_MARKER:
+            continue
+        ins = decode(w)
+        f = ins.fields
+        if ins.op == "MEMSET":
+            slots[f["slot"]] = (f["a"], f["b"], f["c"])
+        if prog.roles[i] != "host_io":
+            continue
+        assert ins.op == "MEMCPY"
+        s = prog.streams[i]
+        place = prog.l2[s["tensor"]]
+        assert memcpy_length_words(*slots[f["shape_ptr"]]) == place["words"]
+        assert s["bytes"] == place["words"] * 16
+        if s["kind"] == "host_read":
+            assert (f["from_device"], f["to_device"], f["src"]) == (0, 1, place["addr"])
+            copy_out.setdefault(s["tensor"], i)
+        else:
+            assert (f["from_device"], f["to_device"], f["dest"]) == (1, 0, place["addr"])
+            copy_in[s["tensor"]] = i
+    host_at = {}  # host node -> number of words issued before it
+    issued = 0
+    for st in prog.steps:
+        if st["kind"] == "batch":
+            issued = st["end"]
+        elif st["kind"] == "host":
+            host_at[st["node"]] = issued
+            assert "reads" not in st and "writes" not in st  # no direct L2 access
+    checked = 0
+    for n, d in graph.nodes(data=True):
+        if d["op"] != "HOST":
+            continue
+        for u in graph.predecessors(n):
+            du = graph.nodes[u]
+            to_host = du["op"] == "MEMCPY" and du.get("func") == "logits_readback"
+            if du["op"] in ("HOST", "MEMSET") or to_host:
+                continue
+            for t in du["outputs"]:
+                if any(t["name"] == x["name"] for x in d["inputs"]):
+                    assert word_epoch[copy_out[t["name"]]] < host_epoch[n], (u, n)
+                    checked += 1
+        for v in graph.successors(n):
+            if graph.nodes[v]["op"] in ("HOST",):
+                continue
+            for t in d["outputs"]:
+                if any(t["name"] == x["name"] for x in graph.nodes[v]["inputs"]):
+                    assert copy_in[t["name"]] >= host_at[n], (n, v)
+                    checked += 1
+    assert checked > 0 and prog.summary["host_copies_out"] == len(copy_out)
+
+
+def test_every_batch_ends_with_a_cvo_so_the_rtl_raises_done(tiny_program):
+    graph, schedule, profile, prog = tiny_program
+    scratch = prog.l2["done.scratch"]["addr"]
+    for s in prog.steps:
+        if s["kind"] != "batch":
+            continue
+        body = prog.words[s["start"] : s["end"] - 1]
+        assert 0 < len(body) <= profile.registers.max_batch
+        assert decode(body[-1]).op == "CVO"
+    markers = [i for i, r in enumerate(prog.roles) if r == "done"]
+    assert len(markers) == prog.summary["done_markers"] > 0
+    for i in markers:
+        f = decode(prog.words[i]).fields
+        assert (f["src"], f["dst"], f["length"]) == (scratch, scratch, 1)
+        assert decode(prog.words[i - 1]).op != "CVO"  # only where the batch lacked one
+    bare = lower(graph, schedule, profile, get_config("tiny"), done_markers=False)
+    assert "done" not in bare.roles and "done.scratch" not in bare.l2
+    assert bare.summary["instructions"] == prog.summary["instructions"]

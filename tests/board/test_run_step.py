@@ -18,6 +18,7 @@ from pccx_flow.board.cma import FileSource
 from pccx_flow.board.device_model import DeviceModel
 from pccx_flow.board.emulate import emulate
 from pccx_flow.board.fake_device import FakeDevice
+from pccx_flow.board.host_side import HostSide
 from pccx_flow.board.regmap import board_registers
 from pccx_flow.board.run_step import host_buffers, run_step
 from pccx_flow.errors import BoardError
@@ -31,10 +32,11 @@ def _setup(program, ckpt, tmp_path, profile):
     k, v, _ = reference_prefix(program, ckpt, tokens)
     ctx = StepContext(ckpt.config, program.meta["semantics"], pos, tokens[-1], "float32")
     buffers = host_buffers(program, FileSource(tmp_path / "buf"), ckpt, k, v)
-    model = DeviceModel(program, buffers, ckpt.config, ctx, ckpt)
+    model = DeviceModel(program, buffers, ckpt.config)
     dev = FakeDevice(tmp_path, board_registers(profile), answer_timeout=5.0)
     model.attach(dev)
-    return tokens, k, v, ctx, buffers, model, dev
+    host = HostSide(program, buffers["act"], ckpt, ctx)
+    return tokens, k, v, ctx, buffers, host, dev
 
 
 @pytest.mark.parametrize("position", [2, 9])
@@ -43,7 +45,7 @@ def test_dispatch_on_the_fake_device_equals_emulate_bit_for_bit(
     tiny_ckpt, tmp_path, case, position
 ):
     _, _, profile, program = lowered(*case, position=position)
-    tokens, k, v, ctx, buffers, model, dev = _setup(program, tiny_ckpt, tmp_path, profile)
+    tokens, k, v, ctx, buffers, host, dev = _setup(program, tiny_ckpt, tmp_path, profile)
     want_logits, want_rows = emulate(program, tiny_ckpt, k.copy(), v.copy(), tokens[-1], ctx=ctx)
     with dev:
         npu = dev.open(by_name=True)
@@ -52,8 +54,7 @@ def test_dispatch_on_the_fake_device_equals_emulate_bit_for_bit(
             npu,
             buffers,
             tokens[-1],
-            run_host_step=model.run_host_step,
-            host_memory=model.host_memory,
+            host=host,
             timeout=5.0,
         )
         npu.window.close()
@@ -72,7 +73,7 @@ def test_a_wrong_weight_command_is_the_devices_error(tiny_ckpt, tmp_path):
     # points at the wrong bytes of the image, and the device model (which works from the
     # right sidecar) refuses it, which the fake device shows as its ERROR bit.
     _, _, profile, program = lowered("v002-spec", "critical-path", position=2)
-    tokens, k, v, ctx, buffers, model, dev = _setup(program, tiny_ckpt, tmp_path, profile)
+    tokens, k, v, ctx, buffers, host, dev = _setup(program, tiny_ckpt, tmp_path, profile)
     host_program = copy.deepcopy(program)
     first_gemv = min(i for i, s in program.streams.items() if "weight" in s)
     host_program.streams[first_gemv]["weight"]["offset"] += 4
@@ -84,7 +85,7 @@ def test_a_wrong_weight_command_is_the_devices_error(tiny_ckpt, tmp_path):
                 npu,
                 buffers,
                 tokens[-1],
-                run_host_step=model.run_host_step,
+                host=host,
                 timeout=5.0,
             )
         npu.window.close()

@@ -1,0 +1,110 @@
+"""The host's half of a decode step on a board: the host steps, on host memory only.
+
+pccx v002 gives the host no path into L2 but MEMCPY words (``mem_dispatcher.sv``:
+from_L2_to_host, from_host_to_L2 over the ACP DataMover channels), so the lowering copies
+each L2 tensor a host step reads into the activation buffer's host I/O area before the step
+and each result an instruction needs back into L2 after it. `HostSide` is what runs between
+those copies: it reads a step's inputs from the host I/O area (and the logits runs from the
+logits area), keeps every result it makes in `memory`, and writes the results the next
+MEMCPY host->L2 word carries into the host I/O area. The same code runs against a board and
+against the fake device, so the fake device tests the board's host path, not a stand-in.
+
+Constants a host step reads from a MEMSET slot are the program's own (the sidecar records
+each value); the host never reads the constant cache.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pccx_flow.board.cma import Buffer
+from pccx_flow.board.transfers import host_io_base, logits_runs
+from pccx_flow.errors import BoardError
+from pccx_flow.precision import tensor_dtype
+
+WIRE_DTYPES = {"float16": "<f2", "float32": "<f4", "float64": "<f8", "int32": "<i4"}
+
+
+def call_host_kernel(step: dict, inputs: list, ctx, weights) -> tuple:
+    """Run a host step's kernel (the graph's own, `pccx_flow.execute.kernels`) on `inputs`."""
+    from pccx_flow.execute.kernels import kernel_table
+    from pccx_flow.execute.plan import NodeCall
+
+    c = step["call"]
+    call = NodeCall(
+        node=step["node"],
+        kernel=step["kernel"],
+        op="HOST",
+        params=c["params"],
+        flags=c["flags"],
+        weight=c["weight"],
+        input_names=tuple(t["name"] for t in c["inputs"]),
+        output_names=tuple(t["name"] for t in c["outputs"]),
+        output_shapes=tuple(tuple(t["shape"]) for t in c["outputs"]),
+        producers=(),
+        sources=(),
+    )
+    out = kernel_table()[step["kernel"]](call, inputs, ctx, weights, None)
+    return out if isinstance(out, tuple) else (out,)
+
+
+def slot_constant(exact: float, dtype) -> float:
+    """A MEMSET constant as the hardware holds it: float32 bits, or exact in a float64 run."""
+    return exact if dtype is np.float64 else float(np.float32(exact))
+
+
+class HostSide:
+    """Runs a program's host steps against its activation buffer (see the module docstring)."""
+
+    def __init__(self, program, act: Buffer, weights, ctx):
+        self.program = program
+        self.act = act
+        self.weights = weights
+        self.ctx = ctx
+        self.F = tensor_dtype()
+        self.io_base = host_io_base(program)
+        self.logits = {name: (off, n) for off, n, name in logits_runs(program).values()}
+        self.memory: dict[str, np.ndarray] = {}  # every tensor the host made or read
+
+    def _read(self, offset: int, nbytes: int, elements: int, dtype: str) -> np.ndarray:
+        wire = np.dtype(WIRE_DTYPES[dtype])
+        if elements * wire.itemsize > nbytes:
+            raise BoardError(f"host I/O entry of {nbytes} B cannot hold {elements} {dtype} values")
+        raw = np.frombuffer(self.act.view(offset, elements * wire.itemsize), dtype=wire)
+        return raw.astype(np.float16 if dtype == "float16" else self.F)
+
+    def _input(self, step: dict, t: dict) -> np.ndarray:
+        name = t["name"]
+        if name in step.get("slot_reads", {}):
+            _, exact = step["slot_reads"][name]
+            return np.array([slot_constant(exact, self.F)], dtype=self.F).reshape(t["shape"])
+        if name in step.get("host_reads", {}) and name not in self.memory:
+            off, nbytes, n, dtype = step["host_reads"][name]
+            self.memory[name] = self._read(self.io_base + off, nbytes, n, dtype)
+        elif name in self.logits and name not in self.memory:
+            off, nbytes = self.logits[name]
+            self.memory[name] = self._read(off, nbytes, nbytes // 4, "float32")
+        if name not in self.memory:
+            raise BoardError(
+                f"host step {step['node']} reads {name}, which neither a copy from L2 nor an"
+                " earlier host step put in host memory; re-emit the program"
+            )
+        return self.memory[name].reshape(t["shape"])
+
+    def run(self, step: dict) -> None:
+        """Run one host step: inputs from host memory, results into it (and the I/O area)."""
+        inputs = [self._input(step, t) for t in step["call"]["inputs"]]
+        outs = call_host_kernel(step, inputs, self.ctx, self.weights)
+        writes = step.get("host_writes", {})
+        for t, value in zip(step["call"]["outputs"], outs, strict=True):
+            value = np.asarray(value)
+            self.memory[t["name"]] = value
+            if t["name"] in writes:
+                off, nbytes, n, dtype = writes[t["name"]]
+                data = value.reshape(-1).astype(WIRE_DTYPES[dtype]).tobytes()
+                if len(data) > nbytes or value.size != n:
+                    raise BoardError(
+                        f"host step {step['node']}: {t['name']} has {value.size} values, its"
+                        f" host I/O entry holds {n} ({nbytes} B)"
+                    )
+                self.act.view(self.io_base + off, len(data))[:] = data
