@@ -13,8 +13,9 @@ activation buffer; a host step's result enters L2 from where its ``acp_in`` comm
 A command that is missing or wrong raises, which the fake device shows as its ERROR bit.
 
 The host steps themselves are not the model's: the host runs them on its own memory
-(`pccx_flow.board.host_side.HostSide`), as on a board. `read_l2` is the fake device's
-read-back port (`dispatch --check-golden`); `corrupt_at` injects a wrong value for tests.
+(`pccx_flow.board.host_side.HostSide`), as on a board. A batch the host adds between the
+program's (an L2 read-back, `pccx_flow.board.readback`) is run when its words are ones the
+host may add (`_foreign`). `corrupt_at` injects a wrong value for tests.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from pccx_flow.board.ddr_image import ImageKV, ImageWeights, kv_views
 from pccx_flow.board.emulate import UNITS_PER_WORD, Emulator
 from pccx_flow.board.fake_device import program_model
 from pccx_flow.board.host_side import WIRE_DTYPES
+from pccx_flow.board.isa import L2_WORD_BYTES, IsaError, decode, memcpy_length_words
+from pccx_flow.board.lower import DONE_SCRATCH
 from pccx_flow.board.transfers import word_transfers
 from pccx_flow.errors import BoardError
 
@@ -45,7 +48,8 @@ class DeviceModel:
         self.em = Emulator(program, self.image_weights, ImageKV(k), ImageKV(v), 0, numerics)
         self.device = None  # the FakeDevice, set by `attach`
         self.corrupt_at: int | None = None
-        self.on_batch = program_model(program, self._run_word)
+        self.on_batch = program_model(program, self._run_word, self._foreign)
+        self.foreign_batches = 0
         self._taken: dict[str, int] = {}
         self._batch_start = -1
 
@@ -142,6 +146,43 @@ class DeviceModel:
         if self.corrupt_at == index:
             self._corrupt(index, word)
 
+    def _foreign(self, words: list[int]) -> bool:
+        """Run a batch that is not the program's, if it is one the host may add: MEMSETs, a
+        MEMCPY L2->host and a DONE marker (`pccx_flow.board.readback`). The copy's bytes go
+        where the ``acp_out`` command points, laid out as L2 holds them."""
+        try:
+            ins = [decode(w) for w in words]
+        except IsaError:
+            return False
+        scratch = self.program.l2.get(DONE_SCRATCH, {}).get("addr")
+        for x in ins:
+            f = x.fields
+            if x.op == "MEMCPY" and (f["from_device"], f["to_device"]) != (0, 1):
+                return False
+            if x.op == "CVO" and (f["src"], f["dst"], f["length"]) != (scratch, scratch, 1):
+                return False
+            if x.op not in ("MEMSET", "MEMCPY", "CVO"):
+                return False
+        if not any(x.op == "MEMCPY" for x in ins):
+            return False
+        for x in ins:
+            f = x.fields
+            if x.op == "MEMSET":
+                self.em.b.slots[f["slot"]] = (f["dest_cache"], f["a"], f["b"], f["c"])
+            elif x.op == "MEMCPY":
+                _, a, b, c = self.em.b.slots.get(f["shape_ptr"], (0, 0, 0, 0))
+                n = memcpy_length_words(a, b, c)
+                cmd = regmap.decode_command(self._take("acp_out", -1))
+                if cmd.length_bytes != n * L2_WORD_BYTES:
+                    raise BoardError(
+                        f"read-back MEMCPY moves {n} L2 words, its acp_out command"
+                        f" {cmd.length_bytes} bytes"
+                    )
+                dst = resolve(list(self.buffers.values()), cmd.addr, cmd.length_bytes)
+                dst[:] = self.em.raw_words(f["src"], n)
+        self.foreign_batches += 1
+        return True
+
     def _host_write(self, index: int, want, cmd, all_buffers: list[Buffer]) -> None:
         """Take a host step's result from the bytes the ``acp_in`` command points at."""
         act = self.buffers["act"]
@@ -168,10 +209,6 @@ class DeviceModel:
             return
 
     def read_l2(self, addr: int, dtype: str, nbytes: int) -> bytes:
-        """`nbytes` of L2 from word address `addr`, as stored values of `dtype` (read-back)."""
-        step = 1 if dtype == "float16" else 2
-        size = 2 if dtype == "float16" else 4
-        n = nbytes // size
-        u = addr * UNITS_PER_WORD
-        values = self.em.b.l2[u : u + n * step : step]
-        return np.asarray(values, dtype="<f2" if dtype == "float16" else "<f4").tobytes()
+        """`nbytes` of L2 from word address `addr` (the fake device's debug port; `dtype` is
+        unused: the bytes are laid out as they were written)."""
+        return self.em.raw_words(addr, -(-nbytes // L2_WORD_BYTES))[:nbytes]

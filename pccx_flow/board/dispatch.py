@@ -147,7 +147,7 @@ def dispatch(
     for step in steps:
         if isinstance(step, Batch):
             _guard(
-                npu, step, program, lambda b=step: _run_batch(npu, b, descriptors, timeout, report)
+                npu, step, program, lambda b=step: run_batch(npu, b, descriptors, timeout, report)
             )
             report.batches += 1
             report.words += len(step.words)
@@ -171,7 +171,7 @@ def _start_clean(npu: Npu) -> None:
         raise BoardError(f"device not clean before the first batch: {'; '.join(left)}")
 
 
-def _run_batch(
+def run_batch(
     npu: Npu,
     batch: Batch,
     descriptors: Descriptors | None,

@@ -31,7 +31,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pccx_flow.board.host_side import call_host_kernel
-from pccx_flow.board.isa import KICK_MARKER, IsaError, decode, memcpy_length_words
+from pccx_flow.board.isa import (
+    KICK_MARKER,
+    L2_WORD_BYTES,
+    IsaError,
+    decode,
+    memcpy_length_words,
+)
 from pccx_flow.board.program import Program
 from pccx_flow.errors import PccxFlowError
 from pccx_flow.graph.blocks_final import LOGITS
@@ -62,6 +68,7 @@ class Board:
 
     l2: np.ndarray
     written_by: np.ndarray  # word index that last wrote each unit; -2 never
+    stored: np.ndarray  # how each unit was last written: 0 never, 1 float16, 2 float32
     slots: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
     host: dict[str, np.ndarray] = field(default_factory=dict)
 
@@ -80,7 +87,11 @@ class Emulator:
         self.numerics = numerics
         self.F = tensor_dtype()
         n_units = program.meta["l2_words"] * UNITS_PER_WORD
-        self.b = Board(np.zeros(n_units, dtype=self.F), np.full(n_units, -2, dtype=np.int64))
+        self.b = Board(
+            np.zeros(n_units, dtype=self.F),
+            np.full(n_units, -2, dtype=np.int64),
+            np.zeros(n_units, dtype=np.int8),
+        )
         self.reach_words = program.meta["cvo_reach_words"]
         spans = sorted((r["addr"], r["addr"] + r["words"]) for r in program.l2.values())
         self.region_starts = [a for a, _ in spans]
@@ -136,9 +147,25 @@ class Emulator:
         sl = slice(start, start + values.size * step, step)
         self.b.l2[sl] = values.astype(self.F)
         self.b.written_by[sl] = self.index
+        self.b.stored[start : start + values.size * step] = 0  # the second unit of a float32
+        self.b.stored[sl] = step
         if self.record is not None and self.index >= 0:
             raw = values.astype(np.float16 if dtype == "float16" else np.float32).tobytes()
             self.record.setdefault(self.index, []).append((addr, dtype, raw))
+
+    def raw_words(self, addr: int, words: int) -> bytes:
+        """L2 words ``addr .. addr + words - 1`` as the bytes a MEMCPY L2->host would move.
+
+        Each value is laid out as it was written (float32: 4 bytes over two units; float16:
+        2 bytes); bytes nothing wrote read as zero."""
+        out = np.zeros(words * L2_WORD_BYTES, dtype=np.uint8)
+        units = slice(addr * UNITS_PER_WORD, (addr + words) * UNITS_PER_WORD)
+        stored, values = self.b.stored[units], self.b.l2[units]
+        for code, wire in ((1, "<f2"), (2, "<f4")):
+            u = np.flatnonzero(stored == code)
+            raw = values[u].astype(wire).view(np.uint8).reshape(len(u), 2 * code)
+            out[2 * u[:, None] + np.arange(raw.shape[1])] = raw
+        return out.tobytes()
 
     # --- the program -----------------------------------------------------------------------
 

@@ -333,28 +333,34 @@ class FakeDevice:
         self._status(self.regs.done_mask | (self.regs.error_mask if error else 0))
 
 
-def program_model(program, run_word: Callable[[int, int], None]) -> OnBatch:
+def program_model(program, run_word: Callable[[int, int], None],
+                  foreign: Callable[[list[int]], bool] | None = None) -> OnBatch:  # fmt: skip
     """An `on_batch` that runs each received word as ``run_word(index, word)``.
 
     A word model (an emulator's per-word step) needs each word's index in the program, which
     the device never sees; batches reach the device in program order, so the k-th kick is the
     program's k-th batch. A received word that differs from the program's, or a batch the
-    program does not have, raises, which the fake device reports as its ERROR bit. `program`
-    is a `pccx_flow.board.dispatch.DispatchProgram`.
+    program does not have, raises, which the fake device reports as its ERROR bit, unless
+    `foreign` takes it (a batch the host adds between the program's, such as an L2 read-back:
+    `foreign(words)` runs it and returns True). `program` is a
+    `pccx_flow.board.dispatch.DispatchProgram`.
     """
     spans = [(s.get("start"), s["end"]) for s in program.steps if s.get("kind") == "batch"]
     prev = 0
     for k, (start, end) in enumerate(spans):  # start defaults to the previous batch's end
         spans[k] = (prev if start is None else start, end)
         prev = end
-    count = iter(range(len(spans) + 1))
+    done = [0]  # the program's batches received so far
 
     def on_batch(words: list[int]) -> None:
-        k = next(count)
+        k = done[0]
+        want = list(program.words[spans[k][0] : spans[k][1] - 1]) if k < len(spans) else None
+        if words != want and foreign is not None and foreign(words):
+            return
         if k >= len(spans):
             raise BoardError(f"batch {k} received, the program has {len(spans)}")
+        done[0] += 1
         start, end = spans[k]
-        want = list(program.words[start : end - 1])
         if words != want:
             pairs = zip(words, want, strict=False)
             first = next(

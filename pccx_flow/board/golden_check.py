@@ -6,9 +6,9 @@ ranges back through an `L2Reader` after a batch and names the first instruction 
 differ: its index, node, the 128-bit L2 word address, expected and received word.
 
 A range that a later instruction of the same batch overwrites is not checked after that batch
-(only the last value survives). Only the fake device has an L2 read-back port: pccx v002's
-register map has no L2 read register, and reading a region through the ``acp_out``
-DataMover needs a MEMCPY word in the program, which `dispatch` cannot add on its own.
+(only the last value survives). pccx v002 has no L2 read register: on a board (and on the
+fake device, which runs the same code) the ranges are read back by MEMCPY L2->host batches
+added between the program's (`pccx_flow.board.readback.MemcpyReadBack`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from pccx_flow.errors import BoardError, InputError
+from pccx_flow.errors import InputError
 
 WORD_BYTES = 16
 
@@ -105,13 +105,3 @@ def check_batch(golden: dict[int, list[GoldenWrite]], first: int, last: int, nod
                 f" {_word(got, w0)}"
             )
     return None
-
-
-def refuse_on_board() -> BoardError:
-    """The one-line reason `--check-golden` cannot run on a real device."""
-    return BoardError(
-        "--check-golden needs an L2 read-back path and pccx v002 has none (no L2 read register;"
-        " the acp_out DataMover moves L2 only for a MEMCPY word in the program); use it with"
-        " --fake-device, or check a board with `emit --bisect` programs, whose results leave"
-        " through MEMCPY"
-    )

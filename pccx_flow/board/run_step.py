@@ -47,12 +47,21 @@ def _staging_base(program) -> int:
     return host_io_base(program) + host_io_bytes(program)
 
 
-def host_buffers(program, source: BufferSource, weights, k_past, v_past) -> dict[str, Buffer]:
-    """Allocate the image and activation buffers and load the DDR image."""
+def readback_offset(program) -> int:
+    """Where the L2 read-back area (`pccx_flow.board.readback`) starts in the activation buffer."""
+    end = _staging_base(program) + staging_bytes(program)
+    return -(-end // 64) * 64
+
+
+def host_buffers(program, source: BufferSource, weights, k_past, v_past,
+                 readback_bytes: int = 0) -> dict[str, Buffer]:  # fmt: skip
+    """Allocate the image and activation buffers and load the DDR image.
+
+    `readback_bytes` adds an L2 read-back area at the activation buffer's end."""
     layout = program.ddr
     image = source.allocate("image", layout["total_bytes"])
     load_image(layout, weights, image.view(0, image.size), k_past, v_past)
-    act = source.allocate("act", _staging_base(program) + staging_bytes(program))
+    act = source.allocate("act", readback_offset(program) + readback_bytes)
     return {"image": image, "act": act}
 
 

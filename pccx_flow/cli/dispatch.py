@@ -17,6 +17,7 @@ EPILOG = """examples:
   pccx-flow dispatch step.prog --weights ckpt/ --fake-device --check-golden gold/
   pccx-flow emit --preset tiny --bisect bring-up/ --weights ckpt/
   sudo pccx-flow dispatch bring-up/1-memcpy.prog --weights ckpt/    # on a KV260
+  sudo pccx-flow dispatch step.prog --weights ckpt/ --check-golden gold/
 
 On a board: finds the NPU's /dev/uioN by UIO name (or --device), maps its register window
 with the profile's register map, allocates the DDR image and the activation buffer from
@@ -96,7 +97,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--check-golden",
         type=Path,
         metavar="DIR",
-        help="after each batch compare L2 with emit --golden's words (fake device only)",
+        help="after each batch read L2 back (MEMCPY L2->host batches) and compare it with"
+        " emit --golden's words; names the first divergent instruction",
     )
     g = p.add_argument_group("rehearsal without a board (test aids, not a board run)")
     g.add_argument(
@@ -187,10 +189,6 @@ def run(args: argparse.Namespace) -> int:
     tokens = _tokens(args, position, weights.config.vocab)
     golden = None
     if args.check_golden is not None:
-        if not args.fake_device:
-            from pccx_flow.board.golden_check import refuse_on_board
-
-            raise refuse_on_board()
         from pccx_flow.board.golden_check import read_golden
 
         golden = read_golden(args.check_golden)
@@ -220,10 +218,10 @@ def run(args: argparse.Namespace) -> int:
                 golden,
                 Path(folder),
             )
-    return _run_board(args, program, regs, weights, k_past, v_past, ctx, tokens)
+    return _run_board(args, program, regs, weights, k_past, v_past, ctx, tokens, golden)
 
 
-def _run_board(args, program, regs, weights, k_past, v_past, ctx, tokens) -> int:
+def _run_board(args, program, regs, weights, k_past, v_past, ctx, tokens, golden) -> int:
     from pccx_flow.board.cma import UdmabufSource
     from pccx_flow.board.host_side import HostSide
     from pccx_flow.board.run_step import host_buffers, run_step
@@ -231,7 +229,7 @@ def _run_board(args, program, regs, weights, k_past, v_past, ctx, tokens) -> int
 
     npu = open_npu(regs, args.device)
     source = UdmabufSource([d for d in args.buffers.split(",") if d])
-    buffers = host_buffers(program, source, weights, k_past, v_past)
+    buffers = host_buffers(program, source, weights, k_past, v_past, _readback_bytes(golden))
     try:
         result = run_step(
             program,
@@ -240,14 +238,47 @@ def _run_board(args, program, regs, weights, k_past, v_past, ctx, tokens) -> int
             tokens[-1],
             host=HostSide(program, buffers["act"], weights, ctx),
             timeout=args.timeout,
-            progress=_progress(),
+            progress=_check_progress(args, program, golden, npu, buffers),
         )
     finally:
         npu.window.close()
         for b in buffers.values():
             b.close()
-    _print_result(args, program, result, str(npu.window.path), None)
+    _print_result(args, program, result, str(npu.window.path), golden is not None)
     return 0
+
+
+def _readback_bytes(golden) -> int:
+    """The L2 read-back area `--check-golden` needs: its largest range, in whole L2 words."""
+    if not golden:
+        return 0
+    return max(-(-len(w.data) // 16) * 16 for ws in golden.values() for w in ws)
+
+
+def _check_progress(args, program, golden, npu, buffers):
+    """The per-batch callback: the progress line, and with --check-golden the L2 check, whose
+    ranges are read back by MEMCPY L2->host batches of their own (the board's only way)."""
+    show = _progress()
+    if golden is None:
+        return show
+    from pccx_flow.board.dispatch import Batch, plan
+    from pccx_flow.board.golden_check import check_batch
+    from pccx_flow.board.readback import MemcpyReadBack
+    from pccx_flow.board.run_step import readback_offset
+
+    batches = [b for b in plan(program, 1 << 30) if isinstance(b, Batch)]
+    reader = MemcpyReadBack(npu, program, buffers["act"], readback_offset(program), args.timeout)
+
+    def progress(done: int, total: int) -> None:
+        b = batches[done - 1]
+        reader.after_word = b.last
+        line = check_batch(golden, b.first, b.last, program.nodes, reader)
+        if line is not None:
+            raise BoardError(f"--check-golden: after batch {b.index}, {line}")
+        if show is not None:
+            show(done, total)
+
+    return progress
 
 
 def _run_fake(
@@ -263,20 +294,9 @@ def _run_fake(
     from pccx_flow.board.transfers import batch_transfers
 
     source = FileSource(folder / "buffers")
-    buffers = host_buffers(program, source, weights, k_past, v_past)
+    buffers = host_buffers(program, source, weights, k_past, v_past, _readback_bytes(golden))
     model = DeviceModel(program, buffers, weights.config)
     batches = [b for b in plan(program, 1 << 30) if isinstance(b, Batch)]
-    progress = _progress()
-    if golden is not None:
-        from pccx_flow.board.golden_check import check_batch
-
-        def progress(done: int, total: int, _show=progress) -> None:
-            b = batches[done - 1]
-            line = check_batch(golden, b.first, b.last, program.nodes, model)
-            if line is not None:
-                raise BoardError(f"--check-golden: after batch {b.index}, {line}")
-            if _show is not None:
-                _show(done, total)
 
     # a silent fake is given up on like a poll (not sooner than 2 s: a loaded CI machine)
     answer = regs.poll_timeout_seconds if args.timeout is None else args.timeout
@@ -317,7 +337,7 @@ def _run_fake(
                 tokens[-1],
                 host=HostSide(program, buffers["act"], weights, ctx),
                 timeout=args.timeout,
-                progress=progress,
+                progress=_check_progress(args, program, golden, npu, buffers),
             )
         except BoardError as exc:
             seen = f" (fake device: {dev.faults[0]})" if dev.faults else ""
@@ -370,4 +390,7 @@ def _print_result(args, program, result, where: str, golden_checked: bool | None
         )
     print(f"  KV rows written for {len(result.kv_rows)} cache layers")
     if golden_checked:
-        print(f"  L2 matched the golden words after every one of {r.batches} batches")
+        print(
+            f"  L2 matched the golden words after every one of {r.batches} batches (read back"
+            " by MEMCPY L2->host batches between them)"
+        )
