@@ -278,12 +278,15 @@ def lower_section(d: dict) -> str:
         rows.append(
             [str(c["position"]), c["profile"], _secs(c["lower_seconds_median"]),
              f"{s['instructions']:,} ({ops}) + {s['slot_memsets']:,} slot MEMSETs",
-             f"{s['batches']:,}", f"{s['fences']:,}", f"{s['host_steps']:,}",
+             f"{s['batches']:,} ({s.get('done_markers', 0):,})", f"{s['fences']:,}",
+             f"{s['host_steps']:,} ({s.get('host_copies_out', 0):,} / "
+             f"{s.get('host_copies_in', 0):,}; {s.get('host_io_bytes', 0) / 2**20:.1f} MiB)",
              f"{s['l2_peak_bytes'] / 2**20:.2f} MiB ({s['l2_fragmentation']:.1%})",
              f"{s['slots_used']} ({s['slot_evictions']:,} evictions)"]
         )  # fmt: skip
-    head = ["position", "profile", "lower (median)", "instructions", "batches", "fences",
-            "host steps", "L2 peak (fragmentation)", "const slots"]  # fmt: skip
+    head = ["position", "profile", "lower (median)", "instructions", "batches (DONE markers)",
+            "fences", "host steps (MEMCPY out / in; host I/O area)", "L2 peak (fragmentation)",
+            "const slots"]  # fmt: skip
     return (
         "**Lowering the E4B step to a program** (`bench_lower.py`: `critical-path` on the "
         "L2-aware timeline, as `pccx-flow emit`; wall time of `lower` on this CPU; target "

@@ -121,6 +121,7 @@ def replay(
     leave: list[int] = []  # when each instruction word left the command FIFO, in order
     t = 0  # the host thread's clock
     since_fence: list[Placed] = []
+    latest = 0  # the last finish of any instruction placed so far
     batch_no = 0
     for step in program.steps:
         kind = step.get("kind")
@@ -165,11 +166,12 @@ def replay(
                 leave[first + j] = p.dispatch
                 out.placed.append(p)
                 since_fence.append(p)
+                latest = max(latest, p.finish)
                 c["issue_stall_cycles"] += p.issue_stall
                 c[f"bound_by_{p.binding}"] += 1
             batch_no += 1
         elif kind == "fence":
-            done = max((p.finish for p in out.placed), default=0)
+            done = latest
             t0 = t
             polls = max(0, math.ceil((done - t0) / poll_c)) + 1
             t = t0 + polls * poll_c

@@ -76,8 +76,8 @@ def format_summary(summary: dict, meta: dict) -> str:
             f"program: {meta['config']} step, position {meta['position']}, {meta['semantics']} "
             f"semantics, policy {meta['policy']}, profile {meta['profile']}",
             f"  instructions   {s['instructions']} ({ops}) + {s['slot_memsets']} slot MEMSETs",
-            f"  words          {s['words']} in {s['batches']} batches (<= 8 words + kick), "
-            f"{s['done_markers']} of them DONE markers",
+            f"  words          {s['words']} in {s['batches']} batches (<= 8 words + kick;"
+            f" {s['done_markers']} words are DONE markers)",
             f"  fences         {s['fences']} ({reasons})",
             f"  host steps     {s['host_steps']}, with {s['host_copies_out']} MEMCPY copies"
             f" L2->host and {s['host_copies_in']} host->L2 ({s['host_io_bytes']:,} B host I/O"
@@ -132,6 +132,12 @@ def run(args: argparse.Namespace) -> int:
     program.meta["seed"] = args.seed  # so a replay can rebuild the same list schedule
     t1 = time.perf_counter()
     print(format_summary(program.summary, program.meta))
+    from pccx_flow.board.run_step import readback_offset
+
+    print(
+        f"  act. buffer    {readback_offset(program):,} B for dispatch (logits, host I/O area,"
+        " staging of strided weight tiles)"
+    )
     print(f"(lowered in {t1 - t0:.2f} s of wall time on this machine)")
     if args.out is not None:
         with writing(args.out):
