@@ -132,7 +132,7 @@ class DeviceModel:
                 name = self.program.streams[index]["tensor"]
                 dtype = self.program.operands[index]["inputs"][name][3]
                 value = np.asarray(em.b.host.pop(name), dtype=WIRE_DTYPES[dtype]).tobytes()
-                data = value + bytes(cmd.length_bytes - len(value))
+                data = value + bytes(max(0, cmd.length_bytes - len(value)))
             else:
                 kv = self.program.streams[index]["kv"]
                 row = em.kv_rows[kv["layer"]][kv["kind"]]

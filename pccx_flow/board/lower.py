@@ -406,9 +406,10 @@ class _Lowering:
             if t in self.region and t not in self.host_io:
                 self._copy(t, n, HOST_READ)
                 copied = True
-        # a copy out, or a result an instruction sent to host memory (the logits runs),
-        # is there only once DONE says so
-        if copied or any(self._pending(self.writer[t][0]) for t in ins if t in self.writer):
+        # a copy out, or a result an instruction sent to host memory (the logits runs), is
+        # there only once DONE says so (what the host made itself it has at once)
+        sent = [t for t in ins if t in self.writer and t not in self.host_io]
+        if copied or any(self._pending(self.writer[t][0]) for t in sent):
             self._fence("host reads an NPU result")
         else:
             self._close_batch()

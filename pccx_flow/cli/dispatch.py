@@ -114,9 +114,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument(
         "--fake-done-rule",
         choices=("cvo", "every-batch"),
-        default="cvo",
-        help="when the fake device raises DONE (default %(default)s: only for a batch with a"
-        " CVO, as today's RTL; every-batch: as a bitstream that raises DONE at batch end)",
+        help="when the fake device raises DONE (default cvo: only for a batch with a CVO, as"
+        " today's RTL; every-batch: as a bitstream that raises DONE at batch end)",
     )
     p.set_defaults(func=run)
 
@@ -176,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.fake_device and args.device is not None:
         raise InputError("give --device or --fake-device, not both")
-    if not args.fake_device and (args.fake_fault or args.fake_done_rule != "cvo"):
+    if not args.fake_device and (args.fake_fault or args.fake_done_rule):
         raise InputError("--fake-fault and --fake-done-rule need --fake-device")
     fault = _parse_fault(args.fake_fault)
     program = read_program(args.program)
@@ -302,7 +301,7 @@ def _run_fake(
     answer = regs.poll_timeout_seconds if args.timeout is None else args.timeout
     dev = FakeDevice(folder, regs, answer_timeout=max(answer, 2.0))
     model.attach(dev)
-    if args.fake_done_rule == "cvo":
+    if (args.fake_done_rule or "cvo") == "cvo":
         dev.done_when = lambda words: any(decode(w).op == "CVO" for w in words)
     if fault is not None:
         kind, at = fault

@@ -155,6 +155,8 @@ def test_real_device_refusals_are_one_line(emitted, capsys, tmp_path):
     assert code == 2 and "uio9: No such file" in _one_error_line(err)
     code, _, err = _dispatch(capsys, prog, ckpt, "--fake-fault", "never-done")
     assert code == 2 and "need --fake-device" in _one_error_line(err)
+    code, _, err = _dispatch(capsys, prog, ckpt, "--fake-done-rule", "cvo")
+    assert code == 2 and "need --fake-device" in _one_error_line(err)
     code, _, err = _dispatch(capsys, prog, ckpt, "--fake-device", "--fake-fault", "boom")
     assert code == 2 and "--fake-fault 'boom'" in _one_error_line(err)
 
