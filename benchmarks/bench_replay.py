@@ -2,7 +2,8 @@
 
 For each case (preset, position, profile; policy critical-path, as `emit` makes it) builds and
 list-schedules the step with the L2 limit, lowers it, then replays the program under the
-``spec``, ``rtl`` and ``decoupled`` issue models (`pccx_flow.board.replay`). Records the list
+``spec``, ``rtl`` and ``decoupled`` issue models (`pccx_flow.board.replay`), with the host
+polling at fences and, again, after every batch as `dispatch` does. Records the list
 schedule's makespan and, per model, makespan, tok/s, the biggest cost, the split of the
 makespan and the issue-path counts. Every cycle count and tok/s is a MODEL ESTIMATE on the
 named profile (no pccx board has been timed); wall times are this machine's. A step that does
@@ -62,8 +63,12 @@ def one(preset: str, position: int, profile_name: str) -> dict:
     replays = replay_all(program, profile)
     case["replay_seconds"] = time.perf_counter() - t0
     case["models"] = {m: summary(r) for m, r in replays.items()}
-    for s in case["models"].values():
-        s["vs_list_schedule"] = s["makespan_cycles"] / schedule.makespan
+    # the same program with the host waiting for DONE after every batch, as dispatch does
+    waits = replay_all(program, profile, host_waits="every-batch")
+    case["models_dispatch_waits"] = {m: summary(r) for m, r in waits.items()}
+    for group in ("models", "models_dispatch_waits"):
+        for s in case[group].values():
+            s["vs_list_schedule"] = s["makespan_cycles"] / schedule.makespan
     return case
 
 
@@ -78,6 +83,8 @@ def report(c: dict) -> dict:
     for m, s in c["models"].items():
         print(f"  {m:<10} {s['makespan_cycles']:>14,} cycles ({s['vs_list_schedule']:.2f} x list)"
               f" {s['tokens_per_second']:.2f} tok/s, biggest cost {s['biggest_cost']}")  # fmt: skip
+    for m, s in c["models_dispatch_waits"].items():
+        print(f"  {m:<10} {s['tokens_per_second']:.2f} tok/s with a DONE wait after every batch")
     return c
 
 

@@ -379,7 +379,7 @@ def replay_section(d: dict) -> str:
         ls = c["list_schedule"]
         listed = f"{ls['makespan_cycles']:,}, " + cell(ls["tokens_per_second"])
         if "error" in c:
-            rows.append([step, listed, "-", "-", "-", "does not lower (below)"])
+            rows.append([step, listed, "-", "-", "-", "-", "does not lower (below)"])
             errors.append(f"- {step}: {c['error']}")
             continue
         models = c["models"]
@@ -397,13 +397,18 @@ def replay_section(d: dict) -> str:
             f"rtl issue stalls {rtl.get('issue_stall_cycles', 0):,} cycles, "
             f"{rtl.get('blind_fences', 0):,} of {rtl.get('fences', 0):,} fences blind to DONE"
         )
-        rows.append([step, listed, *cells, "; ".join(biggest)])
+        waits = c.get("models_dispatch_waits", {})
+        dispatch_cell = " / ".join(
+            f"{waits[m]['tokens_per_second']:.2f}" for m in ("spec", "rtl") if m in waits
+        )
+        rows.append([step, listed, *cells, dispatch_cell or "-", "; ".join(biggest)])
     head = [
         "step (critical-path)",
         "list schedule: cycles, tok/s",
         "spec tok/s (makespan x list)",
         "rtl",
         "decoupled",
+        "spec / rtl, DONE wait after every batch (as dispatch)",
         "biggest cost (share of the makespan)",
     ]
     text = (

@@ -97,15 +97,27 @@ def check_replayable(program: Program, profile: Profile) -> None:
         raise ProgramFileError("the program has no steps (no batches); re-run emit")
 
 
+HOST_WAITS = ("fences", "every-batch")
+
+
 def replay(
     program: Program,
     profile: Profile,
     model: str,
     fps: list[Footprint | None] | None = None,
+    host_waits: str = "fences",
 ) -> Replay:
-    """Replay `program` on `profile` under issue model `model` (see the module docstring)."""
+    """Replay `program` on `profile` under issue model `model` (see the module docstring).
+
+    `host_waits`: ``fences`` — the host polls for DONE only at the program's fences (a driver
+    that trusts the FIFO's depth); ``every-batch`` — it waits for DONE after every batch, as
+    `pccx_flow.board.dispatch` does (the command FIFO has no level register, and on the
+    as-built RTL a word the decoder takes while a uop is in flight overwrites it).
+    """
     if model not in MODELS:
         raise InputError(f"unknown issue model {model!r}; use one of {', '.join(MODELS)}")
+    if host_waits not in HOST_WAITS:
+        raise InputError(f"unknown host wait rule {host_waits!r}; use {' or '.join(HOST_WAITS)}")
     check_replayable(program, profile)
     if fps is None:
         fps = footprints(program, profile)
@@ -116,7 +128,8 @@ def replay(
     fifo_depth = profile.registers.max_batch
     dev = make_model(model, profile)
     hz = Hazards()
-    out = Replay(model, profile.name, float(profile.core_hz), dict(program.meta))
+    out = Replay(model, profile.name, float(profile.core_hz),
+                 {**program.meta, "host_waits": host_waits})  # fmt: skip
     c: dict = defaultdict(int)
     leave: list[int] = []  # when each instruction word left the command FIFO, in order
     t = 0  # the host thread's clock
@@ -170,13 +183,21 @@ def replay(
                 c["issue_stall_cycles"] += p.issue_stall
                 c[f"bound_by_{p.binding}"] += 1
             batch_no += 1
+            if host_waits == "every-batch":  # poll until the batch is done, as dispatch does
+                t0 = t
+                polls = max(0, math.ceil((latest - t0) / poll_c)) + 1
+                t = t0 + polls * poll_c
+                c["batch_waits"] += 1
+                c["polls"] += polls
+                c["batch_wait_cycles"] += t - t0
+                out.host.append(HostEvent("fence", f"wait after batch {batch_no - 1}", t0, t))
         elif kind == "fence":
-            done = latest
             t0 = t
-            polls = max(0, math.ceil((done - t0) / poll_c)) + 1
-            t = t0 + polls * poll_c
-            c["fences"] += 1
-            c["polls"] += polls
+            if host_waits == "fences":
+                polls = max(0, math.ceil((latest - t0) / poll_c)) + 1
+                t = t0 + polls * poll_c
+                c["polls"] += polls
+            c["fences"] += 1  # under every-batch the batch before it was already waited for
             c["fence_cycles"] += t - t0
             if model == "rtl" and since_fence:
                 last = max(since_fence, key=lambda p: p.finish)
@@ -207,12 +228,13 @@ def replay(
 
 
 def replay_all(
-    program: Program, profile: Profile, models: tuple[str, ...] = MODELS
-) -> dict[str, Replay]:
+    program: Program, profile: Profile, models: tuple[str, ...] = MODELS,
+    host_waits: str = "fences",
+) -> dict[str, Replay]:  # fmt: skip
     """Replay under several models, decoding the words once."""
     check_replayable(program, profile)
     fps = footprints(program, profile)
-    return {m: replay(program, profile, m, fps) for m in models}
+    return {m: replay(program, profile, m, fps, host_waits) for m in models}
 
 
 # --- where the time goes ---------------------------------------------------------------------
@@ -268,6 +290,7 @@ def summary(r: Replay) -> dict:
         "model": r.model,
         "profile": r.profile,
         "estimate": r.label,
+        "host_waits": r.meta.get("host_waits", "fences"),
         "makespan_cycles": ms,
         "seconds": seconds,
         "tokens_per_second": (1.0 / seconds) if seconds else None,

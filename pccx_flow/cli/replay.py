@@ -16,6 +16,7 @@ EPILOG = """examples:
   pccx-flow replay step.prog                          # all three issue models, list schedule
   pccx-flow replay step.prog --issue rtl --chrome rtl.json --pccx rtl.pccx
   pccx-flow replay step.prog --profile v002-as-built  # the same words, as-built timing
+  pccx-flow replay step.prog --host-waits every-batch # the host waiting as dispatch does
   pccx-flow schedule --preset tiny --pccx list.pccx && pccx-flow trace diff list.pccx rtl.pccx
 
 Issue models: spec = independent engines as the documentation intends; rtl = the controller
@@ -48,6 +49,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--chrome", type=Path, metavar="OUT.json", help="write Chrome trace JSON")
     p.add_argument("--pccx", type=Path, metavar="OUT.pccx", help="write a pccx-lab .pccx trace")
     p.add_argument("--json", type=Path, metavar="OUT", help="write the summaries as JSON")
+    p.add_argument(
+        "--host-waits",
+        choices=("fences", "every-batch"),
+        default="fences",
+        help="when the host polls for DONE: at the program's fences (a driver that trusts the"
+        " FIFO's depth; default) or after every batch, as `pccx-flow dispatch` does",
+    )
     p.add_argument(
         "--list-schedule",
         action=argparse.BooleanOptionalAction,
@@ -121,7 +129,8 @@ def list_schedule_of(meta: dict, profile_name: str, layers: tuple[int, int] | No
 
 
 def format_report(summaries: dict[str, dict], meta: dict, list_ms: int | None,
-                  list_profile: str | None, profile, whole_step: bool = True) -> str:  # fmt: skip
+                  list_profile: str | None, profile, whole_step: bool = True,
+                  host_waits: str = "fences") -> str:  # fmt: skip
     """The replay table: makespan and tok/s per model beside the list schedule, then where
     the time goes and the issue-path counts. A part of a step (some layers) gets no tok/s."""
     label = f"model estimate, profile {profile.name}"
@@ -129,7 +138,12 @@ def format_report(summaries: dict[str, dict], meta: dict, list_ms: int | None,
     lines = [
         f"replay of {meta.get('config')} step, position {meta.get('position')}, "
         f"{meta.get('semantics')} semantics, policy {meta.get('policy')}, emitted for "
-        f"{meta.get('profile')}; timed on {profile.name}",
+        f"{meta.get('profile')}; timed on {profile.name}; the host polls for DONE "
+        + (
+            "after every batch (as dispatch does)"
+            if host_waits == "every-batch"
+            else "at fences only"
+        ),
         f"every time and tok/s below is a {label} (no pccx board has been timed)",
     ]
     if list_ms is not None:
@@ -172,7 +186,9 @@ def format_report(summaries: dict[str, dict], meta: dict, list_ms: int | None,
             f"{m}: issue stalls {c.get('issue_stall_cycles', 0):,} cycles over "
             f"{c.get('bound_by_issue', 0):,} of {c.get('instructions', 0):,} instructions; "
             f"fences {c.get('fences', 0):,} ({c.get('polls', 0):,} polls, "
-            f"{c.get('fence_cycles', 0):,} cycles); host steps {c.get('host_steps', 0):,} "
+            f"{c.get('fence_cycles', 0) + c.get('batch_wait_cycles', 0):,} cycles"
+            + (f", waits after {c['batch_waits']:,} batches" if c.get("batch_waits") else "")
+            + f"); host steps {c.get('host_steps', 0):,} "
             f"({c.get('host_cycles', 0):,} cycles); words+kicks "
             f"{c.get('word_write_cycles', 0) + c.get('kick_cycles', 0):,} cycles"
         )
@@ -195,16 +211,18 @@ def format_report(summaries: dict[str, dict], meta: dict, list_ms: int | None,
     return "\n".join(lines)
 
 
-def replay_report(program, profile, models, list_ms=None, list_profile=None, whole_step=True):
+def replay_report(program, profile, models, list_ms=None, list_profile=None, whole_step=True,
+                  host_waits="fences"):  # fmt: skip
     """Replay `program` under `models`; returns (replays, summaries, text)."""
     from pccx_flow.board.replay import replay_all, summary
 
-    replays = replay_all(program, profile, models)
+    replays = replay_all(program, profile, models, host_waits)
     summaries = {m: summary(r) for m, r in replays.items()}
     if not whole_step:  # a few layers are not a token: no token rate anywhere
         for s in summaries.values():
             s["tokens_per_second"] = None
-    text = format_report(summaries, program.meta, list_ms, list_profile, profile, whole_step)
+    text = format_report(summaries, program.meta, list_ms, list_profile, profile, whole_step,
+                         host_waits)  # fmt: skip
     return replays, summaries, text
 
 
@@ -259,7 +277,7 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     replays, summaries, text = replay_report(
-        program, profile, models, list_ms, list_profile, whole_step=layers is None
+        program, profile, models, list_ms, list_profile, layers is None, args.host_waits
     )
     print(text)
     if layers is not None:

@@ -18,7 +18,7 @@ from pccx_flow.board.replay import (
     summary,
     time_slices,
 )
-from pccx_flow.errors import ProfileError
+from pccx_flow.errors import InputError, ProfileError
 from pccx_flow.hardware.cost import node_cycles
 from pccx_flow.hardware.profile import load_profile
 from pccx_flow.traces.diff import diff_timelines
@@ -105,6 +105,31 @@ def test_a_fence_costs_polls_until_done():
     # the MEMSET is done one cycle after the kick: the first poll misses it, the second sees it
     assert r.makespan == release + 2 * POLL
     assert r.counters["polls"] == 2 and r.counters["fence_cycles"] == 2 * POLL
+
+
+def test_waiting_after_every_batch_as_dispatch_does_costs_a_drain_per_batch():
+    # two batches of one GEMV each, then the end fence: dispatch's host waits for DONE after
+    # each batch, so the second GEMV is only written once the first has finished
+    size = encode("MEMSET", dest_cache="fmap_shape", slot=0, a=COLS, b=0, c=1)
+    shape = encode("MEMSET", dest_cache="weight_shape", slot=1, a=ROWS, b=COLS, c=0)
+    g1 = encode("GEMV", dest=100, src=0, size_ptr=0, shape_ptr=1, parallel_lane=1)
+    g2 = encode("GEMV", dest=200, src=0, size_ptr=0, shape_ptr=1, parallel_lane=1)
+    words = [size, shape, g1, KICK_MARKER, g2, KICK_MARKER]
+    steps = [{"kind": "batch", "start": 0, "end": 4}, {"kind": "batch", "start": 4, "end": 6},
+             {"kind": "fence", "reason": "end"}]  # fmt: skip
+    prog = _program(words, steps, {2: _weight(), 4: _weight()})
+    fences = replay(prog, SPEC, "spec")
+    waits = replay(prog, SPEC, "spec", host_waits="every-batch")
+    gemv = _gemv_cycles(SPEC)
+    first_done = fences.placed[2].finish
+    assert fences.placed[3].start < first_done  # written at once, runs on another lane
+    second_release = fence_end(3 * WRITE + KICK, first_done) + WRITE + KICK
+    assert waits.placed[3].start == second_release
+    assert waits.makespan == fence_end(second_release, second_release + gemv)
+    assert waits.counters["batch_waits"] == 2 and "batch_waits" not in fences.counters
+    assert summary(waits)["host_waits"] == "every-batch"
+    with pytest.raises(InputError, match="unknown host wait rule"):
+        replay(prog, SPEC, "spec", host_waits="sometimes")
 
 
 def test_the_command_fifo_fills_when_the_controller_cannot_drain_it():

@@ -57,6 +57,23 @@ def test_replay_one_model_on_another_profile(tiny_prog, capsys):
     assert "\nrtl " in out and "\nspec " not in out and "list schedule" not in out
 
 
+def test_replay_with_the_host_waiting_after_every_batch(tiny_prog, capsys):
+    base = ["replay", str(tiny_prog), "--issue", "spec", "--no-list-schedule"]
+    assert cli_main.main(base) == 0
+    fences = capsys.readouterr().out
+    assert cli_main.main([*base, "--host-waits", "every-batch"]) == 0
+    waits = capsys.readouterr().out
+    assert "polls for DONE at fences only" in fences
+    assert "polls for DONE after every batch (as dispatch does)" in waits
+    assert "waits after " in waits and "waits after " not in fences
+
+    def makespan(out: str) -> int:
+        row = next(line for line in out.splitlines() if line.startswith("spec "))
+        return int(row.split()[1].replace(",", ""))
+
+    assert makespan(waits) > makespan(fences)
+
+
 def test_truncated_program_is_one_line(tiny_prog, tmp_path, capsys):
     bad = tmp_path / "bad.prog"
     bad.write_bytes(tiny_prog.read_bytes()[:-3])
