@@ -3,7 +3,8 @@
 For each case (preset, position, profile; policy critical-path, as `emit` makes it) builds and
 list-schedules the step with the L2 limit, lowers it, then replays the program under the
 ``spec``, ``rtl`` and ``decoupled`` issue models (`pccx_flow.board.replay`), with the host
-polling at fences and, again, after every batch as `dispatch` does. Records the list
+polling at fences and, again, after every batch as `dispatch` does, and the program lowered
+without DONE markers under ``spec`` and ``rtl``. Records the list
 schedule's makespan and, per model, makespan, tok/s, the biggest cost, the split of the
 makespan and the issue-path counts. Every cycle count and tok/s is a MODEL ESTIMATE on the
 named profile (no pccx board has been timed); wall times are this machine's. A step that does
@@ -66,7 +67,12 @@ def one(preset: str, position: int, profile_name: str) -> dict:
     # the same program with the host waiting for DONE after every batch, as dispatch does
     waits = replay_all(program, profile, host_waits="every-batch")
     case["models_dispatch_waits"] = {m: summary(r) for m, r in waits.items()}
-    for group in ("models", "models_dispatch_waits"):
+    # what the DONE markers cost and do: the same schedule lowered without them
+    bare = lower(graph, schedule, profile, config, done_markers=False)
+    case["models_without_done_markers"] = {
+        m: summary(r) for m, r in replay_all(bare, profile, ("spec", "rtl")).items()
+    }
+    for group in ("models", "models_dispatch_waits", "models_without_done_markers"):
         for s in case[group].values():
             s["vs_list_schedule"] = s["makespan_cycles"] / schedule.makespan
     return case
@@ -85,6 +91,11 @@ def report(c: dict) -> dict:
               f" {s['tokens_per_second']:.2f} tok/s, biggest cost {s['biggest_cost']}")  # fmt: skip
     for m, s in c["models_dispatch_waits"].items():
         print(f"  {m:<10} {s['tokens_per_second']:.2f} tok/s with a DONE wait after every batch")
+    bare = c["models_without_done_markers"]
+    rtl = bare["rtl"]["counters"]
+    print(f"  without DONE markers: spec {bare['spec']['tokens_per_second']:.2f} tok/s, rtl"
+          f" {bare['rtl']['tokens_per_second']:.2f} tok/s; {rtl.get('blind_fences', 0):,} of"
+          f" {rtl.get('fences', 0):,} fences blind to DONE under rtl")  # fmt: skip
     return c
 
 

@@ -51,7 +51,6 @@ class DeviceModel:
         self.on_batch = program_model(program, self._run_word, self._foreign)
         self.foreign_batches = 0
         self._taken: dict[str, int] = {}
-        self._batch_start = -1
 
     def attach(self, device) -> None:
         """Connect to the fake device whose DataMover pages this model reads."""

@@ -222,15 +222,25 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_board(args, program, regs, weights, k_past, v_past, ctx, tokens, golden) -> int:
     from pccx_flow.board.cma import UdmabufSource
-    from pccx_flow.board.host_side import HostSide
-    from pccx_flow.board.run_step import host_buffers, run_step
+    from pccx_flow.board.run_step import host_buffers
     from pccx_flow.board.uio import open_npu
 
     npu = open_npu(regs, args.device)
     source = UdmabufSource([d for d in args.buffers.split(",") if d])
     buffers = host_buffers(program, source, weights, k_past, v_past, _readback_bytes(golden))
+    result = _run_and_close(args, program, npu, buffers, weights, ctx, tokens, golden)
+    _print_result(args, program, result, str(npu.window.path), golden is not None)
+    return 0
+
+
+def _run_and_close(args, program, npu, buffers, weights, ctx, tokens, golden):
+    """Run the step on `npu` (host steps on this host, --check-golden between batches), then
+    close the register window and the buffers whatever happens."""
+    from pccx_flow.board.host_side import HostSide
+    from pccx_flow.board.run_step import run_step
+
     try:
-        result = run_step(
+        return run_step(
             program,
             npu,
             buffers,
@@ -243,8 +253,6 @@ def _run_board(args, program, regs, weights, k_past, v_past, ctx, tokens, golden
         npu.window.close()
         for b in buffers.values():
             b.close()
-    _print_result(args, program, result, str(npu.window.path), golden is not None)
-    return 0
 
 
 def _readback_bytes(golden) -> int:
@@ -287,9 +295,8 @@ def _run_fake(
     from pccx_flow.board.device_model import DeviceModel
     from pccx_flow.board.dispatch import Batch, plan
     from pccx_flow.board.fake_device import FakeDevice
-    from pccx_flow.board.host_side import HostSide
     from pccx_flow.board.isa import decode
-    from pccx_flow.board.run_step import host_buffers, run_step
+    from pccx_flow.board.run_step import host_buffers
     from pccx_flow.board.transfers import batch_transfers
 
     source = FileSource(folder / "buffers")
@@ -329,22 +336,10 @@ def _run_fake(
     with dev:
         npu = dev.open(by_name=True)
         try:
-            result = run_step(
-                program,
-                npu,
-                buffers,
-                tokens[-1],
-                host=HostSide(program, buffers["act"], weights, ctx),
-                timeout=args.timeout,
-                progress=_check_progress(args, program, golden, npu, buffers),
-            )
+            result = _run_and_close(args, program, npu, buffers, weights, ctx, tokens, golden)
         except BoardError as exc:
             seen = f" (fake device: {dev.faults[0]})" if dev.faults else ""
             raise BoardError(f"{exc}{seen}") from None
-        finally:
-            npu.window.close()
-            for b in buffers.values():
-                b.close()
     where = "the fake device (emulator behind a register file; not a board)"
     _print_result(args, program, result, where, golden is not None)
     return 0

@@ -26,38 +26,27 @@ def _load_preload():
 
 
 def test_lane_counts_served_on_loopback(tiny_config):
-    from distributed import Client, LocalCluster
+    from pccx_flow.dashboard.cluster import loopback_cluster
 
     # The hand-made graph and its kernel table live in the machinery tests.
     from tests.execute.test_executor_machinery import expected_logits, handmade_graph
 
     pccx_lanes = _load_preload()
-    cluster = LocalCluster(
-        processes=False,
-        n_workers=1,
-        threads_per_worker=2,
-        dashboard_address="127.0.0.1:0",
-        worker_dashboard_address="127.0.0.1:0",
-        scheduler_kwargs={"preload": [str(PRELOAD)]},
-    )
-    try:
-        with Client(cluster, set_as_default=False) as client:
-            g = handmade_graph(tiny_config, 0)
-            calls = plan_graph(g)
-            lanes = {n: f"{g.nodes[n]['lane_class']}0" for n in calls}
-            sched = SimpleNamespace(
-                slots={n: SimpleNamespace(lane=lanes[n], node=n) for n in calls},
-                order=lambda: [SimpleNamespace(node=n) for n in calls],
-            )
-            state = new_decode_state(tiny_config, "pccx")
-            out = execute_step(g, None, state, kernels="handmade", client=client, schedule=sched)
-            np.testing.assert_array_equal(out.logits, expected_logits(tiny_config, 1))
-            port = cluster.scheduler.http_server.port
-            assert _listening_hosts(port) == {"127.0.0.1"}, "dashboard must bind loopback only"
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{pccx_lanes.ROUTE}") as resp:
-                data = json.loads(resp.read())
-    finally:
-        cluster.close()
+    with loopback_cluster(preload=(str(PRELOAD),)) as (cluster, client):
+        g = handmade_graph(tiny_config, 0)
+        calls = plan_graph(g)
+        lanes = {n: f"{g.nodes[n]['lane_class']}0" for n in calls}
+        sched = SimpleNamespace(
+            slots={n: SimpleNamespace(lane=lanes[n], node=n) for n in calls},
+            order=lambda: [SimpleNamespace(node=n) for n in calls],
+        )
+        state = new_decode_state(tiny_config, "pccx")
+        out = execute_step(g, None, state, kernels="handmade", client=client, schedule=sched)
+        np.testing.assert_array_equal(out.logits, expected_logits(tiny_config, 1))
+        port = cluster.scheduler.http_server.port
+        assert _listening_hosts(port) == {"127.0.0.1"}, "dashboard must bind loopback only"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{pccx_lanes.ROUTE}") as resp:
+            data = json.loads(resp.read())
     want: dict[str, int] = {}
     for lane in lanes.values():
         want[lane] = want.get(lane, 0) + 1
