@@ -1,6 +1,8 @@
 """Benchmark: the decode step's program replayed under the three issue models, both profiles.
 
-For each case (preset, position, profile; policy critical-path, as `emit` makes it) builds and
+For each case (preset, position, profile, target; policy critical-path, as `emit` makes it:
+v002-spec with the spec target, v002-as-built with the spec and with the as-built target,
+`pccx_flow.board.target`) builds and
 list-schedules the step with the L2 limit, lowers it, then replays the program under the
 ``spec``, ``rtl`` and ``decoupled`` issue models (`pccx_flow.board.replay`), with the host
 polling at fences and, again, after every batch as `dispatch` does, and the program lowered
@@ -23,13 +25,15 @@ import time
 
 from measure import peak_rss_mib, write_result
 
-PROFILES = ("v002-spec", "v002-as-built")
+# (profile, target): the as-built profile once read the spec's way, once the RTL's
+CASES = (("v002-spec", "spec"), ("v002-as-built", "spec"), ("v002-as-built", "as-built"))
 POSITIONS = {"e4b": 1023, "tiny": 63}
 
 
-def one(preset: str, position: int, profile_name: str) -> dict:
+def one(preset: str, position: int, profile_name: str, target: str) -> dict:
     from pccx_flow.board.lower import lower
     from pccx_flow.board.replay import replay_all, summary
+    from pccx_flow.board.target import get_target, row_align_for
     from pccx_flow.errors import PccxFlowError
     from pccx_flow.graph.build import build_decode_graph
     from pccx_flow.hardware.profile import load_profile
@@ -43,10 +47,14 @@ def one(preset: str, position: int, profile_name: str) -> dict:
         "preset": preset,
         "position": position,
         "profile": profile_name,
+        "target": target,
         "policy": "critical-path",
         "estimate": f"model estimate, profile {profile_name}",
     }
-    graph = build_decode_graph(config, semantics="pccx", position=position, profile=profile)
+    align = row_align_for(get_target(target))
+    graph = build_decode_graph(
+        config, semantics="pccx", position=position, profile=profile, row_align=align
+    )
     problem = problem_from_graph(graph, profile, memory=True)
     schedule = run_policy(problem, profile, "critical-path")
     hz = float(profile.core_hz)
@@ -55,7 +63,7 @@ def one(preset: str, position: int, profile_name: str) -> dict:
         "tokens_per_second": hz / schedule.makespan,
     }
     try:
-        program = lower(graph, schedule, profile, config)
+        program = lower(graph, schedule, profile, config, target=target)
     except PccxFlowError as exc:
         case["error"] = str(exc)
         return case
@@ -68,7 +76,7 @@ def one(preset: str, position: int, profile_name: str) -> dict:
     waits = replay_all(program, profile, host_waits="every-batch")
     case["models_dispatch_waits"] = {m: summary(r) for m, r in waits.items()}
     # what the DONE markers cost and do: the same schedule lowered without them
-    bare = lower(graph, schedule, profile, config, done_markers=False)
+    bare = lower(graph, schedule, profile, config, done_markers=False, target=target)
     case["models_without_done_markers"] = {
         m: summary(r) for m, r in replay_all(bare, profile, ("spec", "rtl")).items()
     }
@@ -81,7 +89,10 @@ def one(preset: str, position: int, profile_name: str) -> dict:
 def report(c: dict) -> dict:
     """Print one case's lines; return it."""
     ls = c["list_schedule"]
-    head = f"{c['preset']} pos {c['position']} {c['profile']} ({c['estimate']})"
+    head = (
+        f"{c['preset']} pos {c['position']} {c['profile']}, target {c.get('target', 'spec')}"
+        f" ({c['estimate']})"
+    )
     print(f"{head}: list schedule {ls['makespan_cycles']:,} cycles")
     if "error" in c:
         print(f"  does not lower: {c['error']}")
@@ -107,8 +118,8 @@ def main() -> int:
     presets = args.preset or ["e4b", "tiny"]
     cases = []
     for preset in presets:
-        for profile in PROFILES:
-            cases.append(report(one(preset, POSITIONS[preset], profile)))
+        for profile, target in CASES:
+            cases.append(report(one(preset, POSITIONS[preset], profile, target)))
     name = "replay" if set(presets) == set(POSITIONS) else "replay-" + "-".join(presets)
     out = write_result(
         name, {"machine": platform.platform(), "peak_rss_mb": peak_rss_mib(), "cases": cases}

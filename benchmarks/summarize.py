@@ -271,12 +271,14 @@ def lower_section(d: dict) -> str:
     for c in d["cases"]:
         s = c["summary"]
         if not c["fits"]:
-            rows.append([str(c["position"]), c["profile"], _secs(c["lower_seconds_median"]),
+            rows.append([str(c["position"]), c["profile"], c.get("target", "spec"),
+                         _secs(c["lower_seconds_median"]),
                          "**does not fit**", "-", "-", "-", "-", "-"])  # fmt: skip
             continue
         ops = ", ".join(f"{k} {v:,}" for k, v in s["by_opcode"].items())
         rows.append(
-            [str(c["position"]), c["profile"], _secs(c["lower_seconds_median"]),
+            [str(c["position"]), c["profile"], c.get("target", "spec"),
+             _secs(c["lower_seconds_median"]),
              f"{s['instructions']:,} ({ops}) + {s['slot_memsets']:,} slot MEMSETs",
              f"{s['batches']:,} ({s.get('done_markers', 0):,})", f"{s['fences']:,}",
              f"{s['host_steps']:,} ({s.get('host_copies_out', 0):,} / "
@@ -284,7 +286,8 @@ def lower_section(d: dict) -> str:
              f"{s['l2_peak_bytes'] / 2**20:.2f} MiB ({s['l2_fragmentation']:.1%})",
              f"{s['slots_used']} ({s['slot_evictions']:,} evictions)"]
         )  # fmt: skip
-    head = ["position", "profile", "lower (median)", "instructions", "batches (DONE markers)",
+    head = ["position", "profile", "target", "lower (median)", "instructions",
+            "batches (DONE markers)",
             "fences", "host steps (MEMCPY out / in; host I/O area)", "L2 peak (fragmentation)",
             "const slots"]  # fmt: skip
     return (
@@ -375,7 +378,7 @@ def replay_section(d: dict) -> str:
 
     rows, errors = [], []
     for c in d["cases"]:
-        step = f"{c['preset']} pos {c['position']}, {c['profile']}"
+        step = f"{c['preset']} pos {c['position']}, {c['profile']}, {c.get('target', 'spec')}"
         ls = c["list_schedule"]
         listed = f"{ls['makespan_cycles']:,}, " + cell(ls["tokens_per_second"])
         if "error" in c:
@@ -403,7 +406,7 @@ def replay_section(d: dict) -> str:
         )
         rows.append([step, listed, *cells, dispatch_cell or "-", "; ".join(biggest)])
     head = [
-        "step (critical-path)",
+        "step (critical-path), profile, target",
         "list schedule: cycles, tok/s",
         "spec tok/s (makespan x list)",
         "rtl",

@@ -13,7 +13,7 @@ def test_bench_replay_case_and_its_readme_table(monkeypatch):
     monkeypatch.syspath_prepend(str(BENCH))
     bench = importlib.import_module("bench_replay")
     summarize = importlib.import_module("summarize")
-    case = bench.one("tiny", 9, "v002-as-built")
+    case = bench.one("tiny", 9, "v002-as-built", "as-built")
     assert "error" not in case
     models = case["models"]
     assert set(models) == {"spec", "rtl", "decoupled"}
@@ -25,7 +25,7 @@ def test_bench_replay_case_and_its_readme_table(monkeypatch):
         assert waits[m]["makespan_cycles"] >= models[m]["makespan_cycles"]
         assert waits[m]["host_waits"] == "every-batch"
     table = summarize.replay_section({"cases": [case]})
-    assert "| tiny pos 9, v002-as-built |" in table
+    assert "| tiny pos 9, v002-as-built, as-built |" in table
     spec_rtl = f"{waits['spec']['tokens_per_second']:.2f} / {waits['rtl']['tokens_per_second']:.2f}"
     assert f"| {spec_rtl} |" in table
     assert "model estimates" in table

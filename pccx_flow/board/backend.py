@@ -21,15 +21,22 @@ from pccx_flow.execute.state import DecodeState, commit_step
 
 
 def emulator_graphs(
-    config, semantics: str, policy: Any, profile: Any
+    config, semantics: str, policy: Any, profile: Any, target: str | None = None
 ) -> Callable[[int], tuple[Any, Any]]:
-    """position -> (decode graph, L2-aware schedule) on `profile` (a loaded `Profile`)."""
+    """position -> (decode graph, L2-aware schedule) on `profile` (a loaded `Profile`).
+
+    `target` (None: the profile's) sets the graph's row alignment (`row_align_for`)."""
+    from pccx_flow.board.target import row_align_for, target_of
     from pccx_flow.graph.build import build_decode_graph
     from pccx_flow.schedule.problem import problem_from_graph
     from pccx_flow.schedule.registry import run_policy
 
+    align = row_align_for(target_of(profile, target))
+
     def build(position: int):
-        graph = build_decode_graph(config, semantics=semantics, position=position, profile=profile)
+        graph = build_decode_graph(
+            config, semantics=semantics, position=position, profile=profile, row_align=align
+        )
         problem = problem_from_graph(graph, profile, memory=True)
         return graph, run_policy(problem, profile, policy)
 
@@ -47,6 +54,7 @@ class EmulatorSteps:
     weights: Any
     profile: Any
     numerics: str = "spec"
+    target: str | None = None  # None: the profile's ([program] target)
     summaries: list[dict] = field(default_factory=list)
 
     def __call__(self, graph, schedule, state: DecodeState, precision: str) -> np.ndarray:
@@ -54,7 +62,7 @@ class EmulatorSteps:
         from pccx_flow.board.lower import lower
         from pccx_flow.precision import computing_in
 
-        program = lower(graph, schedule, self.profile, state.config)
+        program = lower(graph, schedule, self.profile, state.config, target=self.target)
         self.summaries.append(program.summary)
         ctx = StepContext(state.config, state.semantics, state.position, state.token_id, precision)
         with computing_in(precision):

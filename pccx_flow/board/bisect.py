@@ -208,6 +208,7 @@ def write_bisect(program: Program, weights, folder) -> list[dict]:
                 "host_steps": stage.host_steps,
                 "golden_instructions": golden,
                 "last_word": len(stage.program.words) - 1,
+                "target": stage.program.meta.get("target", "spec"),
             }
         )
     index = {"program": program.meta, "tokens": tokens, "stages": rows}
@@ -217,7 +218,12 @@ def write_bisect(program: Program, weights, folder) -> list[dict]:
 
 def format_table(rows: list[dict]) -> str:
     """The stages as a table: name, instructions, batches, host steps, golden, file."""
-    lines = [f"{'stage':8s} {'instr':>6s} {'batches':>7s} {'host':>5s} {'golden':>6s}  program"]
+    targets = sorted({r.get("target", "spec") for r in rows})
+    lines = [
+        f"bring-up prefixes for target {', '.join(targets)} (dispatch them on a device whose"
+        " profile reads words the same way)",
+        f"{'stage':8s} {'instr':>6s} {'batches':>7s} {'host':>5s} {'golden':>6s}  program",
+    ]
     for r in rows:
         lines.append(
             f"{r['name']:8s} {r['instructions']:6d} {r['batches']:7d} {r['host_steps']:5d}"

@@ -13,9 +13,12 @@ from pccx_flow.board.emulate import emulate
 from pccx_flow.board.program import Program
 from pccx_flow.errors import InputError
 from pccx_flow.execute.compare import (
+    BF16_RELATIVE_TOLERANCE,
     FLOAT64_LOGIT_TOLERANCE,
     LOGIT_TOLERANCE,
     KVRounding,
+    bf16_step_verdict,
+    kv_relative_error,
     kv_rounding,
     step_verdict,
 )
@@ -84,14 +87,20 @@ def emulate_against_reference(
         )  # fmt: skip
     diff = float(np.max(np.abs(logits.astype(np.float64) - want.astype(np.float64))))
     flips = beyond = unequal = 0
+    kv_error = 0.0
     for layer, (k, v) in rows.items():
         for ours, theirs in ((k, cache.k[layer, position]), (v, cache.v[layer, position])):
             r = kv_rounding(ours, theirs)
             flips += r.flips
             beyond += r.beyond
             unequal += int(not np.array_equal(ours, theirs))
+            kv_error = max(kv_error, kv_relative_error(ours, theirs))
     same = int(np.argmax(logits)) == int(np.argmax(want))
-    if precision == "float64":  # both sides exact between storage roundings: rows identical
+    scale = float(np.max(np.abs(want)))
+    if meta.get("l2_dtype") == "bfloat16":  # the as-built target stores BF16
+        tol = BF16_RELATIVE_TOLERANCE * scale
+        ok = bf16_step_verdict(diff, scale, same, kv_error)
+    elif precision == "float64":  # both sides exact between storage roundings: rows identical
         tol = FLOAT64_LOGIT_TOLERANCE
         ok = diff <= tol and same and unequal == 0
     else:  # the rule of `run --check`
@@ -105,6 +114,8 @@ def emulate_against_reference(
         "kv_layers": len(rows),
         "kv_flips": flips,
         "kv_beyond": beyond,
+        "kv_error": kv_error,
+        "logit_scale": scale,
         "tolerance": tol,
         "ok": bool(ok),
         "logits": logits,

@@ -7,7 +7,9 @@ to and from L2 by MEMCPY. Layout, in checkpoint-manifest order, each region 4 Ki
 - an INT4 tensor: its packed nibbles ``[rows, cols/2]`` (row-major, as stored), then its
   float32 row scales;
 - a float32 tensor: its values, row-major as stored;
-- the KV cache: for every cache layer, K then V, ``max_seq`` rows of ``kv_dim`` float16.
+- the KV cache: for every cache layer, K then V, ``max_seq`` rows of ``kv_dim`` values in
+  the cache's element type (float16 by the specification, float32 under the ``gemma3n``
+  semantics, BF16 on the as-built target: `pccx_flow.board.target`).
 
 >>> from pccx_flow.model.config import get_config
 >>> image = ddr_layout(get_config("tiny"))
@@ -29,8 +31,13 @@ def _align(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
-def ddr_layout(config: Gemma3nConfig) -> dict:
+KV_DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+
+
+def ddr_layout(config: Gemma3nConfig, kv_dtype: str = "float16") -> dict:
     """Offsets and sizes of every checkpoint tensor and KV cache region (bytes)."""
+    if kv_dtype not in KV_DTYPE_BYTES:
+        raise ValueError(f"KV cache dtype {kv_dtype!r} is not one of {sorted(KV_DTYPE_BYTES)}")
     tensors: dict[str, dict] = {}
     off = 0
     for spec in tensor_manifest(config):
@@ -48,7 +55,7 @@ def ddr_layout(config: Gemma3nConfig) -> dict:
         tensors[spec.key] = entry
     weights_end = off
     kv: dict[str, dict] = {}
-    row_bytes = config.kv_dim * 2
+    row_bytes = config.kv_dim * KV_DTYPE_BYTES[kv_dtype]
     for layer in range(config.n_kv_cache_layers):
         for kind in ("k", "v"):
             kv[f"{layer}.{kind}"] = {"offset": off, "rows": config.max_seq, "row_bytes": row_bytes}
@@ -57,6 +64,7 @@ def ddr_layout(config: Gemma3nConfig) -> dict:
         "align": ALIGN,
         "tensors": tensors,
         "kv": kv,
+        "kv_dtype": kv_dtype,
         "weights_bytes": weights_end,
         "kv_bytes": off - weights_end,
         "total_bytes": off,

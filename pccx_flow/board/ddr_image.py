@@ -2,16 +2,38 @@
 
 `ddr.ddr_layout` says where each tensor and KV region sits; this module writes the bytes
 there (INT4 tensors as their packed nibbles then float32 row scales, float32 tensors as they
-are stored, the KV cache as float16 rows) and gives views on a filled buffer: `ImageWeights`
-answers ``storage`` / ``rows`` / ``tensor`` like a checkpoint but from the image, so a device
-model that reads only the image computes with exactly the bytes the host loaded.
+are stored, the KV cache as rows of the layout's ``kv_dtype``) and gives views on a filled
+buffer: `ImageWeights` answers ``storage`` / ``rows`` / ``tensor`` like a checkpoint but from
+the image, so a device model that reads only the image computes with exactly the bytes the
+host loaded.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from pccx_flow.board import bf16
 from pccx_flow.weights.int4 import dequantize_rows
+
+
+def kv_wire(layout: dict) -> str:
+    """The NumPy wire dtype of the layout's KV rows (BF16 as its uint16 bit patterns)."""
+    wires = {"float16": "<f2", "float32": "<f4", "bfloat16": "<u2"}
+    return wires[layout.get("kv_dtype", "float16")]
+
+
+def kv_bytes(layout: dict, rows) -> bytes:
+    """KV rows (any float array) as the image stores them."""
+    if layout.get("kv_dtype") == "bfloat16":
+        return bf16.to_wire(np.asarray(rows, dtype=np.float32))
+    return np.ascontiguousarray(rows, dtype=kv_wire(layout)).tobytes()
+
+
+def kv_values(layout: dict, raw) -> np.ndarray:
+    """The values of KV rows stored in the image (float16, float32, or BF16 as float32)."""
+    if layout.get("kv_dtype") == "bfloat16":
+        return bf16.from_wire(bytes(raw))
+    return np.frombuffer(raw, kv_wire(layout)).copy()
 
 
 def load_image(layout: dict, weights, mem: memoryview, k_cache=None, v_cache=None) -> None:
@@ -31,32 +53,38 @@ def load_image(layout: dict, weights, mem: memoryview, k_cache=None, v_cache=Non
             continue
         for layer in range(cache.shape[0]):
             r = layout["kv"][f"{layer}.{kind}"]
-            data = np.ascontiguousarray(cache[layer], dtype="<f2").tobytes()
+            data = kv_bytes(layout, cache[layer])
             mem[r["offset"] : r["offset"] + len(data)] = data
 
 
 def kv_views(layout: dict, mem: memoryview, n_layers: int, kv_dim: int) -> tuple[list, list]:
-    """Per cache layer, the K and V rows ``[max_seq, kv_dim]`` float16 as views on `mem`."""
+    """Per cache layer, the K and V rows ``[max_seq, kv_dim]`` as views on `mem` (in the
+    layout's wire dtype: BF16 rows are uint16 bit patterns)."""
     out: dict[str, list] = {"k": [], "v": []}
+    wire = kv_wire(layout)
     for layer in range(n_layers):
         for kind in ("k", "v"):
             r = layout["kv"][f"{layer}.{kind}"]
-            a = np.frombuffer(mem, dtype="<f2", count=r["rows"] * kv_dim, offset=r["offset"])
+            a = np.frombuffer(mem, dtype=wire, count=r["rows"] * kv_dim, offset=r["offset"])
             out[kind].append(a.reshape(r["rows"], kv_dim))
     return out["k"], out["v"]
 
 
 class ImageKV:
-    """A ``[layers, max_seq, kv_dim]`` float16 cache whose rows are views on the image."""
+    """A ``[layers, max_seq, kv_dim]`` cache whose rows are views on the image.
+
+    Indexing gives values: float16 or float32 as stored, BF16 rows as float32."""
 
     def __init__(self, rows: list[np.ndarray]):
         self._rows = rows
         self.shape = (len(rows), *rows[0].shape)
-        self.dtype = rows[0].dtype
+        self.bf16 = rows[0].dtype == np.dtype("<u2")
+        self.dtype = np.dtype(np.float32) if self.bf16 else rows[0].dtype
 
     def __getitem__(self, index):
         layer, rest = index if isinstance(index, tuple) else (index, slice(None))
-        return self._rows[layer][rest]
+        rows = self._rows[layer][rest]
+        return bf16.from_bits(rows) if self.bf16 else rows
 
 
 class ImageWeights:

@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from pccx_flow.board import regmap
+from pccx_flow.board import regmap, wire
 from pccx_flow.board.cma import Buffer, resolve
 from pccx_flow.board.ddr_image import ImageKV, ImageWeights, kv_views
-from pccx_flow.board.emulate import UNITS_PER_WORD, Emulator
+from pccx_flow.board.emulate import UNITS_PER_WORD, Emulator, batch_rule_violation
 from pccx_flow.board.fake_device import program_model
-from pccx_flow.board.host_side import WIRE_DTYPES
 from pccx_flow.board.isa import L2_WORD_BYTES, IsaError, decode, memcpy_length_words
 from pccx_flow.board.lower import DONE_SCRATCH
 from pccx_flow.board.transfers import word_transfers
@@ -60,6 +59,12 @@ class DeviceModel:
     def _on_batch(self, words: list[int]) -> None:
         self._taken = {}
         self.em.done_upto = self.em.index + 1  # dispatch waited for DONE before this batch
+        bad = batch_rule_violation(self.em.t, words)
+        if bad is not None:
+            raise BoardError(
+                f"batch word {bad}: a CVO that is not the batch's last word; the as-built "
+                "bridge drops a CVO that arrives while it is busy"
+            )
         self.on_batch(words)
 
     def _take(self, page: str, index: int) -> int:
@@ -126,16 +131,18 @@ class DeviceModel:
             dst = resolve(all_buffers, cmd.addr, cmd.length_bytes)
             if what == "logits":  # the run leaves the device: into the host's buffer only
                 run = em.b.host.pop(self.program.streams[index]["host_tensor"])
-                data = np.asarray(run, dtype="<f4").tobytes()
-            elif what == "host_read":  # whole L2 words leave; past the tensor they are zero
+                data = wire.pack(run, self.program.meta.get("l2_dtype", "float32"))
+            elif what == "host_read":  # whole L2 words leave; around the tensor they are zero
                 name = self.program.streams[index]["tensor"]
-                dtype = self.program.operands[index]["inputs"][name][3]
-                value = np.asarray(em.b.host.pop(name), dtype=WIRE_DTYPES[dtype]).tobytes()
+                _, _, _, dtype, first = wire.entry_fields(
+                    self.program.operands[index]["inputs"][name]
+                )
+                value = wire.pack(em.b.host.pop(name), dtype, offset=first)
                 data = value + bytes(max(0, cmd.length_bytes - len(value)))
             else:
                 kv = self.program.streams[index]["kv"]
                 row = em.kv_rows[kv["layer"]][kv["kind"]]
-                data = np.asarray(row, dtype="<f2").tobytes()
+                data = wire.pack(row, kv["dtype"])
             if len(data) != cmd.length_bytes:
                 raise BoardError(
                     f"word {index}: {what} is {len(data)} bytes, the command moves"
@@ -154,6 +161,7 @@ class DeviceModel:
         except IsaError:
             return False
         scratch = self.program.l2.get(DONE_SCRATCH, {}).get("addr")
+        scratch = None if scratch is None else self.em.t.cvo_field(scratch)
         for x in ins:
             f = x.fields
             if x.op == "MEMCPY" and (f["from_device"], f["to_device"]) != (0, 1):
@@ -167,7 +175,7 @@ class DeviceModel:
         for x in ins:
             f = x.fields
             if x.op == "MEMSET":
-                self.em.b.slots[f["slot"]] = (f["dest_cache"], f["a"], f["b"], f["c"])
+                self.em.memset(f)
             elif x.op == "MEMCPY":
                 _, a, b, c = self.em.b.slots.get(f["shape_ptr"], (0, 0, 0, 0))
                 n = memcpy_length_words(a, b, c)
@@ -191,12 +199,10 @@ class DeviceModel:
                 f" {cmd.addr:#x}+{cmd.length_bytes:#x} points at the wrong bytes"
             )
         name = self.program.streams[index]["tensor"]
-        _, _, n, dtype = self.program.operands[index]["outputs"][name]
-        wire = np.dtype(WIRE_DTYPES[dtype])
-        raw = resolve(all_buffers, cmd.addr, n * wire.itemsize)
-        self.em.b.host[name] = np.frombuffer(bytes(raw), dtype=wire).astype(
-            np.float16 if dtype == "float16" else self.em.F
-        )
+        _, _, n, dtype, first = wire.entry_fields(self.program.operands[index]["outputs"][name])
+        raw = resolve(all_buffers, cmd.addr, wire.size_of(n, dtype, first))
+        values = wire.unpack(bytes(raw), n, dtype, offset=first)
+        self.em.b.host[name] = values.astype(np.float16 if dtype == "float16" else self.em.F)
         self._pop_after.append(name)
 
     def _corrupt(self, index: int, word: int) -> None:

@@ -82,6 +82,7 @@ class DispatchReport:
     fences: int = 0
     descriptors: int = 0
     polls: int = 0
+    pacing_words: int = 0  # kick-marker words written after instructions (reissue FIFO)
     seconds: float = 0.0
 
 
@@ -183,8 +184,15 @@ def run_batch(
     for d in pushed:
         npu.push_command(d.page, d.command)
     report.descriptors += len(pushed)
-    for word in batch.words:
+    pace = npu.regs.command_fifo == "reissue"
+    for k, word in enumerate(batch.words):
         npu.write_instruction(word)
+        if pace and k + 1 < len(batch.words):
+            # the public AXIL_CMD_IN decodes the last word written again every cycle until
+            # the next write (IF_queue push_en/pop_en never clear): end that at once with a
+            # word the decoder drops (opcode 0x8); the kick ends the last word's
+            npu.write_instruction(regmap.KICK_WORD)
+            report.pacing_words += 1
     npu.kick()
     status = npu.wait_done(timeout)
     if status & npu.regs.error_mask:

@@ -8,7 +8,11 @@ kick, poll) runs unchanged in CI. A device thread models what the host can see o
 - the instruction FIFO, ``max_batch`` (8) deep: words written since the last kick. A word
   beyond the depth is dropped, as the RTL drops it (pccx-v002.md §5 "deeper writes are
   dropped"; pccx sw/runtime/uio.py says older words are dropped instead). The real RTL says
-  nothing; the fake records the fault and raises the status ERROR bit so it can be seen;
+  nothing; the fake records the fault and raises the status ERROR bit so it can be seen.
+  With the profile's ``command_fifo = "reissue"`` (the public AXIL_CMD_IN, which decodes
+  the last word written again every cycle until the next write) an instruction word written
+  while the previous one is still being re-decoded is such a fault too; a kick-marker word
+  written to the instruction register ends the re-decoding and is dropped;
 - the kick: the batch's words go to `on_batch(words)` (a functional model, later the
   emulator), BUSY while it runs, then DONE;
 - each DataMover helper page: CMD_LO/HI/EXT staging, PUSH into an 8-deep command FIFO, status
@@ -120,6 +124,8 @@ class FakeDevice:
         self.bus = FakeBus(self, answer_timeout)
 
         self.fifo: list[int] = []  # words since the last kick
+        self._exposed: int | None = None  # reissue FIFO: the word still being re-decoded
+        self.reissued: list[int] = []  # words written while the previous one was re-decoded
         self.batches: list[list[int]] = []  # words of each kicked batch, as the device got them
         self.dropped: list[int] = []
         self.faults: list[str] = []  # one line per fault the device saw
@@ -246,6 +252,20 @@ class FakeDevice:
                 )
                 return None
             word = struct.unpack_from("<Q", self._mm, offset)[0]
+            if regs.command_fifo == "reissue":
+                # the public AXIL_CMD_IN decodes the last word again every cycle until the
+                # next write; a kick-marker word (opcode 0x8, dropped) ends that harmlessly
+                if self._exposed is not None and word != regmap.KICK_WORD:
+                    self.reissued.append(self._exposed)
+                    self._overflowed = True  # the status ERROR bit after this batch
+                    self.faults.append(
+                        f"word {self._exposed:#018x} of batch {len(self.batches)} was decoded "
+                        "again every cycle until the next instruction word (public AXIL_CMD_IN "
+                        "re-issues words; follow each with a kick-marker word)"
+                    )
+                self._exposed = None if word == regmap.KICK_WORD else word
+                if word == regmap.KICK_WORD:
+                    return None
             if len(self.fifo) >= regs.max_batch:
                 self.dropped.append(word)
                 self._overflowed = True
@@ -279,6 +299,7 @@ class FakeDevice:
             page.sticky &= ~(value >> regmap.FLAGS_STICKY.lo) & regmap.FLAGS_STICKY.mask
 
     def _kick(self) -> Callable[[], None]:
+        self._exposed = None  # the kick pushes a marker too: the last word stops repeating
         index = len(self.batches)
         words, self.fifo = self.fifo, []
         self.batches.append(words)

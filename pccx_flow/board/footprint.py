@@ -13,8 +13,10 @@ taken from what the host would write to the NPU and program into the DataMover:
   emulator reads them: the KV rows of an attention GEMV, the running max a ``findemax`` GEMV
   writes and an ``EXP sub_emax`` reads, a SCALE's divisor, the parts of a split operand.
 
-L2 element data is float32 (4 bytes) unless the operand table says otherwise; regions are
-half-open ranges of 128-bit L2 words. Cycles reuse the scheduler's cost functions
+Words are read as the program's target reads them (`pccx_flow.board.target`): on the spec
+target L2 data is float32 and every address a word address; as built it is BF16, CVO
+addresses count elements and a GEMV's input length is in the fmap-shape slot shape_ptr
+names. Regions are half-open ranges of 128-bit L2 words. Cycles reuse the scheduler's cost functions
 (`pccx_flow.hardware.cost.node_cycles`) on a node built from these sizes, so an instruction
 costs what the list schedule charged its node whenever the sizes agree.
 """
@@ -34,6 +36,7 @@ from pccx_flow.board.isa import (
     memcpy_length_words,
 )
 from pccx_flow.board.program import Program, ProgramFileError
+from pccx_flow.board.target import get_target
 from pccx_flow.hardware.cost import node_cycles
 from pccx_flow.hardware.profile import Profile
 from pccx_flow.traces.timeline import DMA_READ, DMA_WRITE, MAC_COMPUTE, UNKNOWN
@@ -127,6 +130,7 @@ def footprints(program: Program, profile: Profile) -> list[Footprint | None]:
     """
     slots: dict[int, tuple[int, int, int]] = {}
     out: list[Footprint | None] = []
+    target = get_target(program.meta.get("target", "spec"))
     for i, word in enumerate(program.words):
         if word == KICK_MARKER:
             out.append(None)
@@ -136,7 +140,7 @@ def footprints(program: Program, profile: Profile) -> list[Footprint | None]:
             ins = decode(word)
         except IsaError as exc:  # a corrupted word
             raise ProgramFileError(f"word {i} ({node}): {exc}") from None
-        out.append(_footprint(program, profile, i, ins, slots))
+        out.append(_footprint(program, profile, i, ins, slots, target))
     return out
 
 
@@ -149,7 +153,10 @@ def _slot(slots: dict, slot: int, i: int, node: str | None, why: str) -> tuple[i
     return slots[slot]
 
 
-def _footprint(program: Program, profile: Profile, i: int, ins, slots: dict) -> Footprint:
+def _footprint(program: Program, profile: Profile, i: int, ins, slots: dict,
+               target=None) -> Footprint:  # fmt: skip
+    target = target or get_target("spec")
+    eb = target.element_bytes
     f = ins.fields
     op = ins.op
     node = program.nodes[i] or f"word{i}"
@@ -164,14 +171,19 @@ def _footprint(program: Program, profile: Profile, i: int, ins, slots: dict) -> 
     kind = UNKNOWN
     attrs: dict = {"id": node, "op": op, "lane_class": _ENGINE[op]}
     if op in ("GEMV", "GEMM"):
-        size = _slot(slots, f["size_ptr"], i, node, "input length")
-        shape = _slot(slots, f["shape_ptr"], i, node, "tile shape")
-        cols, rows = size[0] | size[1] << 16, shape[0]
+        if target.gemv_length_ptr == "shape_ptr":  # as built: Global_Scheduler.sv
+            length = _slot(slots, f["shape_ptr"], i, node, "input length")
+            engine = _slot(slots, f["size_ptr"], i, node, "tile shape")
+            cols, rows = (length[0] * length[1] * length[2]) & ((1 << 20) - 1), engine[0]
+        else:
+            size = _slot(slots, f["size_ptr"], i, node, "input length")
+            shape = _slot(slots, f["shape_ptr"], i, node, "tile shape")
+            cols, rows = size[0] | size[1] << 16, shape[0]
         slots_read += [f["size_ptr"], f["shape_ptr"]]
-        reads.append(_span(f["src"], cols))
-        writes.append(_span(f["dest"], rows))
+        reads.append(_span(f["src"], cols, eb))
+        writes.append(_span(f["dest"], rows, eb))
         if f["flags"] >> MAC_FLAGS["accm"] & 1:
-            reads.append(_span(f["dest"], rows))
+            reads.append(_span(f["dest"], rows, eb))
         w = stream.get("weight")
         wbytes = int(w["runs"]) * int(w["run_bytes"]) + int(w.get("scale_bytes", 0)) if w else 0
         weight_port = wbytes > 0
@@ -182,10 +194,11 @@ def _footprint(program: Program, profile: Profile, i: int, ins, slots: dict) -> 
         func = _CVO_NAMES[f["func"]]
         n = f["length"]
         out_n = 1 if func == "REDUCE_SUM" else n  # a sum writes one element
-        reads.append(_span(f["src"], n))
-        writes.append(_span(f["dst"], out_n))
+        src, dst = target.cvo_word(f["src"]), target.cvo_word(f["dst"])
+        reads.append(_span(src, n, eb))
+        writes.append(_span(dst, out_n, eb))
         if f["flags"] >> CVO_FLAGS["accm"] & 1:
-            reads.append(_span(f["dst"], out_n))
+            reads.append(_span(dst, out_n, eb))
         if "scalar_slot" in stream:
             slots_read.append(int(stream["scalar_slot"]))
         attrs.update(func=func, elements=n)

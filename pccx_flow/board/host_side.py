@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from pccx_flow.board import wire
 from pccx_flow.board.cma import Buffer
 from pccx_flow.board.transfers import host_io_base, logits_runs
 from pccx_flow.errors import BoardError
 from pccx_flow.precision import tensor_dtype
 
-WIRE_DTYPES = {"float16": "<f2", "float32": "<f4", "float64": "<f8", "int32": "<i4"}
+WIRE_DTYPES = wire.WIRE_DTYPES
 
 
 def call_host_kernel(step: dict, inputs: list, ctx, weights) -> tuple:
@@ -66,11 +67,14 @@ class HostSide:
         self.logits = {name: (off, n) for off, n, name in logits_runs(program).values()}
         self.memory: dict[str, np.ndarray] = {}  # every tensor the host made or read
 
-    def _read(self, offset: int, nbytes: int, elements: int, dtype: str) -> np.ndarray:
-        wire = np.dtype(WIRE_DTYPES[dtype])
-        if elements * wire.itemsize > nbytes:
+    def _read(self, offset: int, nbytes: int, elements: int, dtype: str,
+              first: int = 0) -> np.ndarray:  # fmt: skip
+        """`elements` values of `dtype` from byte `offset`, `first` elements in (BF16 values
+        come back as float32: the host computes in its own precision)."""
+        size = wire.size_of(elements, dtype, first)
+        if size > nbytes:
             raise BoardError(f"host I/O entry of {nbytes} B cannot hold {elements} {dtype} values")
-        raw = np.frombuffer(self.act.view(offset, elements * wire.itemsize), dtype=wire)
+        raw = wire.unpack(self.act.view(offset, size), elements, dtype, offset=first)
         return raw.astype(np.float16 if dtype == "float16" else self.F)
 
     def _input(self, step: dict, t: dict) -> np.ndarray:
@@ -79,11 +83,13 @@ class HostSide:
             _, exact = step["slot_reads"][name]
             return np.array([slot_constant(exact, self.F)], dtype=self.F).reshape(t["shape"])
         if name in step.get("host_reads", {}) and name not in self.memory:
-            off, nbytes, n, dtype = step["host_reads"][name]
-            self.memory[name] = self._read(self.io_base + off, nbytes, n, dtype)
+            off, nbytes, n, dtype, first = wire.entry_fields(step["host_reads"][name])
+            self.memory[name] = self._read(self.io_base + off, nbytes, n, dtype, first)
         elif name in self.logits and name not in self.memory:
             off, nbytes = self.logits[name]
-            self.memory[name] = self._read(off, nbytes, nbytes // 4, "float32")
+            dtype = self.program.meta.get("l2_dtype", "float32")
+            n = nbytes // wire.ELEMENT_BYTES[dtype]
+            self.memory[name] = self._read(off, nbytes, n, dtype)
         if name not in self.memory:
             raise BoardError(
                 f"host step {step['node']} reads {name}, which neither a copy from L2 nor an"
@@ -100,8 +106,8 @@ class HostSide:
             value = np.asarray(value)
             self.memory[t["name"]] = value
             if t["name"] in writes:
-                off, nbytes, n, dtype = writes[t["name"]]
-                data = value.reshape(-1).astype(WIRE_DTYPES[dtype]).tobytes()
+                off, nbytes, n, dtype, first = wire.entry_fields(writes[t["name"]])
+                data = wire.pack(value, dtype, offset=first)
                 if len(data) > nbytes or value.size != n:
                     raise BoardError(
                         f"host step {step['node']}: {t['name']} has {value.size} values, its"

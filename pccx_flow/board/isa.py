@@ -210,8 +210,10 @@ DISAGREEMENTS: tuple[Disagreement, ...] = (
     Disagreement(
         "CVO address unit",
         "pccx-v002.md §4 calls CVO src/dst element addresses; GEMV/GEMM/MEMCPY addresses are "
-        "128-bit L2 words; the as-built CVO bridge reaches only the first 256 KiB",
-        "128-bit L2 word addresses for every opcode; the profile's sfu.l2_reach_bytes bounds CVO",
+        "128-bit L2 words; the RTL's CVO bridge takes BF16 element addresses "
+        "(mem_CVO_stream_bridge.sv: src_addr >> 3), so it reaches only the first 256 KiB",
+        "per target (`isa --targets`): word addresses on the spec target, BF16 element "
+        "addresses on the as-built target",
     ),
     Disagreement(
         "reserved opcodes",
@@ -245,6 +247,25 @@ def memcpy_length_fields(words: int) -> tuple[int, int, int]:
             if elements % x == 0 and elements // x <= 0xFFFF:
                 return x, elements // x, 1
     raise IsaError(f"no 16-bit shape (X, Y, 1) gives a MEMCPY of {words} words")
+
+
+def fmap_shape_fields(elements: int) -> tuple[int, int, int]:
+    """The (X, Y, Z) of an fmap-shape slot with X*Y*Z = `elements` exactly (< 2**20).
+
+    The RTL's L2 load keeps the low 20 bits of X*Y*Z (`memcpy_length_words`); a GEMV on the
+    as-built target takes its input length in BF16 elements from such a slot.
+
+    >>> fmap_shape_fields(2048), fmap_shape_fields(70000)
+    ((2048, 1, 1), (2, 35000, 1))
+    """
+    if not 0 < elements < 1 << 20:
+        raise IsaError(f"{elements} elements do not fit a 20-bit X*Y*Z load length")
+    if elements <= 0xFFFF:
+        return elements, 1, 1
+    for x in range(2, math.isqrt(elements) + 1):
+        if elements % x == 0 and elements // x <= 0xFFFF:
+            return x, elements // x, 1
+    raise IsaError(f"no 16-bit shape (X, Y, 1) multiplies to {elements} elements")
 
 
 def memcpy_length_words(x: int, y: int, z: int) -> int:

@@ -54,9 +54,12 @@ from pccx_flow.board.isa import (
     IsaError,
     encode,
     flag_bits,
+    fmap_shape_fields,
     memcpy_length_fields,
 )
 from pccx_flow.board.program import Program
+from pccx_flow.board.target import Target, target_of
+from pccx_flow.execute.state import kv_cache_dtype
 from pccx_flow.graph.nodes import OP_LANE
 from pccx_flow.schedule.memory import HOST_OUTPUT_COPIES
 
@@ -68,10 +71,11 @@ DONE_NODE = "done-marker"  # the node name of a DONE marker word
 HOST_READ, HOST_WRITE = "host_read", "host_write"
 HOST_IO_ALIGN = 64  # bytes: each copied tensor starts a cache line of the host I/O area
 
-DTYPE_BYTES = {"float32": 4, "float16": 2, "float64": 8, "int32": 4}
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32": 4}
 
 
 def tensor_bytes(t: dict) -> int:
+    """Bytes of a tensor in its graph dtype (what the scheduler charges)."""
     return math.prod(t["shape"]) * DTYPE_BYTES.get(t["dtype"], 4)
 
 
@@ -104,16 +108,17 @@ def f32_halves(value: float) -> tuple[int, int]:
 
 class _Lowering:
     def __init__(self, graph: nx.DiGraph, schedule, profile, config, small: str = "bottom",
-                 done_markers: bool = True):  # fmt: skip
+                 done_markers: bool = True, target: Target | None = None):  # fmt: skip
         self.g = graph
         self.profile = profile
         self.config = config
+        self.t = target or target_of(profile)
         self.order = [slot.node for slot in schedule.order()]
         self.pos = {n: i for i, n in enumerate(self.order)}
         self.prog = Program()
         self.max_batch = profile.registers.max_batch
         total = profile.memory.l2_bytes // 16
-        reach = min(total, profile.sfu.l2_reach_bytes // 16)
+        reach = min(total, profile.sfu.l2_reach_bytes // 16, self.t.cvo_reach_words)
         self.l2 = L2Allocator(total, reach, small=small)
         self.done_markers = done_markers
         self.markers = 0
@@ -121,7 +126,9 @@ class _Lowering:
             self.scratch = self.l2.alloc(1, low=True)
         self.slots = SlotCache(profile.memory.const_cache_slots)
         self.slot_users: dict[int, int] = {}  # slot -> last word index that pointed at it
-        self.ddr = ddr_layout(config)
+        graph_kv = kv_cache_dtype(graph.graph.get("semantics") or "pccx").name
+        self.kv_dtype = self.t.kv_cache_dtype or graph_kv
+        self.ddr = ddr_layout(config, kv_dtype=self.kv_dtype)
         self.slot_tensor: dict[str, int] = {}  # MEMSET outputs: tensor -> constant slot
         self.slot_value: dict[str, float] = {}  # ... and its exact value
         self.batch_start: int | None = None
@@ -142,6 +149,8 @@ class _Lowering:
         self.last_use: dict[str, int] = {}
         self.npu: set[str] = set()
         self.low: set[str] = set()
+        self.offsets: dict[str, int] = {}  # tensor -> element offset when not 0 (`_offset`)
+        self.clean: set[str] = set()  # REDUCE_SUM results: nothing else in their word
         for n in self.order:
             d = g.nodes[n]
             for t in d["outputs"]:
@@ -210,6 +219,17 @@ class _Lowering:
         # they go back to the free list at the next fence (so no overwrite needs its own fence).
         self.quarantine: list[tuple[int, int]] = []
 
+    def _l2_bytes(self, name: str) -> int:
+        """Bytes tensor `name` takes in L2 on the target (BF16 activations as built)."""
+        t = self.info[name]
+        return self.t.tensor_bytes(t["shape"], t["dtype"])
+
+    def _offset(self, name: str) -> int:
+        """Element of its first word where tensor `name` starts: 0, except a REDUCE_SUM's
+        sum (element 7 as built, `Target.scalar_element`) and element-wise CVO results on
+        it, which keep its place (set by `_cvo`)."""
+        return self.offsets.get(name, 0)
+
     def rep(self, name: str) -> str:
         """The tensor whose region `name` lives in (itself unless it is an accm accumulator)."""
         while name in self.alias:
@@ -232,7 +252,13 @@ class _Lowering:
         key = self.group_of.get(name)
         if key is not None:
             if key not in self.group_region:
-                sizes = [words_for(tensor_bytes(self.info[p])) for p in key]
+                for p in key[:-1]:
+                    if self._l2_bytes(p) % L2_WORD_BYTES:
+                        raise IsaError(
+                            f"node {node}: part {p} of a multi-part operand does not fill whole "
+                            f"L2 words on target {self.t.name}, so the parts are not contiguous"
+                        )
+                sizes = [words_for(self._l2_bytes(p)) for p in key]
                 low = any(p in self.low for p in key)
                 addr = self._take(sum(sizes), low, name, node, index)
                 self.group_region[key] = addr
@@ -245,7 +271,7 @@ class _Lowering:
                     self.free_at[self.chain_last.get(p, self.last_use[p])].append((off, w, (p,)))
                     off += w
             return
-        w = words_for(tensor_bytes(self.info[name]))
+        w = words_for(self._l2_bytes(name))
         addr = self._take(w, name in self.low, name, node, index)
         self.region[name] = (addr, w)
         self.free_at[self.chain_last[name]].append((addr, w, (name,)))
@@ -288,7 +314,8 @@ class _Lowering:
             return
         p = self.prog
         if self.done_markers and p.words[-1] >> 60 != FORMATS["CVO"].opcode:
-            marker = encode("CVO", func="REDUCE_SUM", src=self.scratch, dst=self.scratch, length=1)
+            at = self.t.cvo_field(self.scratch)
+            marker = encode("CVO", func="REDUCE_SUM", src=at, dst=at, length=1)
             p.words.append(marker)
             p.nodes.append(DONE_NODE)
             p.roles.append("done")
@@ -322,6 +349,12 @@ class _Lowering:
         p.nodes.append(node)
         p.roles.append(role)
         return len(p.words) - 1
+
+    def _emit_cvo_last(self, index: int) -> None:
+        """As built a CVO ends its batch: the bridge drops a CVO that arrives while it is
+        busy, and the DONE the host waits for must be this CVO's (`target.RULES`)."""
+        if self.t.one_cvo_per_batch and self.prog.words[index] >> 60 == FORMATS["CVO"].opcode:
+            self._close_batch()
 
     def _pending(self, word: int | None) -> bool:
         return word is not None and word >= self.done_upto
@@ -379,26 +412,33 @@ class _Lowering:
                 self._alloc(t, n, len(self.prog.words))
             if self._needs_raw_fence(ins, engine):
                 self._fence("read after write across engines")
-            word, extra = self._instruction(n, d, op)
-            index = self._emit(word, n, "node")
+            words, extra = self._instruction(n, d, op)
+            for word in words:
+                index = self._emit(word, n, "node")
+                self._record(index, ins, outs, extra)
+                self._emit_cvo_last(index)
             for t in outs:
                 self.writer[t] = (index, engine)
             for t in ins:
                 self.readers[self.rep(t)][engine] = index
-            for slot in extra.pop("_slots", []):
+            for slot in extra.get("_slots", []):
                 self.slot_users[slot] = index
-            self.prog.operands[index] = {
-                "inputs": {t: self._where(t) for t in ins if t in self.region},
-                "outputs": {t: self._where(t) for t in outs if t in self.region},
-            }
-            if extra:
-                self.prog.streams[index] = extra
         self._release(self.pos[n])
+
+    def _record(self, index: int, ins: list[str], outs: list[str], extra: dict) -> None:
+        """The sidecar entries of word `index`: where its operands lie, its stream."""
+        self.prog.operands[index] = {
+            "inputs": {t: self._where(t) for t in ins if t in self.region},
+            "outputs": {t: self._where(t) for t in outs if t in self.region},
+        }
+        stream = {k: v for k, v in extra.items() if k != "_slots"}
+        if stream:
+            self.prog.streams[index] = stream
 
     def _where(self, t: str) -> list:
         """``[addr, words, elements, dtype]`` of a tensor in L2."""
         addr, words = self.region[t]
-        return [addr, words, math.prod(self.info[t]["shape"]), self.info[t]["dtype"]]
+        return self._located([addr, words, math.prod(self.info[t]["shape"])], t)
 
     def _host(self, n: str, d: dict, ins: list[str], outs: list[str]) -> None:
         copied = False
@@ -444,11 +484,16 @@ class _Lowering:
         """``[byte offset, bytes, elements, dtype]`` of a tensor in the host I/O area."""
         if t not in self.host_io:
             nbytes = self.region[t][1] * L2_WORD_BYTES if t in self.region else 0
-            nbytes = nbytes or words_for(tensor_bytes(self.info[t])) * L2_WORD_BYTES
+            nbytes = nbytes or words_for(self._l2_bytes(t)) * L2_WORD_BYTES
             self.host_io[t] = (self.host_io_bytes, nbytes)
             self.host_io_bytes += -(-nbytes // HOST_IO_ALIGN) * HOST_IO_ALIGN
         offset, nbytes = self.host_io[t]
-        return [offset, nbytes, math.prod(self.info[t]["shape"]), self.info[t]["dtype"]]
+        return self._located([offset, nbytes, math.prod(self.info[t]["shape"])], t)
+
+    def _located(self, head: list, t: str) -> list:
+        """`head` + the tensor's L2 dtype, + its element offset when it is not 0."""
+        out = [*head, self.t.tensor_dtype(self.info[t]["dtype"])]
+        return out + [self._offset(t)] if self._offset(t) else out
 
     def _copy(self, t: str, n: str, kind: str) -> None:
         """A MEMCPY word moving tensor `t` between its L2 region and the host I/O area."""
@@ -489,35 +534,15 @@ class _Lowering:
         x, y, z = memcpy_length_fields(words)
         return self._slot("fmap_shape", x, y, z, n, "MEMCPY length (X*Y*Z/8 words)")
 
-    def _instruction(self, n: str, d: dict, op: str) -> tuple[int, dict]:
-        ins, outs = d["inputs"], d["outputs"]
+    def _instruction(self, n: str, d: dict, op: str) -> tuple[list[int], dict]:
+        """The words of one node (several for a CVO split at the target's cap) and its
+        sidecar extras."""
+        outs = d["outputs"]
         if op in ("GEMV", "GEMM"):
-            return self._gemv(n, d, op)
+            word, extra = self._gemv(n, d, op)
+            return [word], extra
         if op == "CVO":
-            first = ins[0]
-            span = d["params"].get("span")
-            whole = sum(math.prod(self.info[t]["shape"]) for t in operand_groups(d)[0])
-            a, b = span if span else (0, whole)
-            off = a * DTYPE_BYTES.get(first["dtype"], 4)
-            if off % 16:
-                raise IsaError(f"node {n}: CVO span start {a} is not on a 128-bit word")
-            flags = flag_bits(FORMATS["CVO"].field("flags"), d["flags"])
-            word = encode(
-                "CVO",
-                func=d["func"],
-                src=self._addr(first["name"]) + off // 16,
-                dst=self._addr(outs[0]["name"]),
-                length=b - a,
-                flags=flags,
-            )
-            extra = {}
-            if d["kernel"] == "cvo_scale_const":
-                hi, lo = f32_halves(d["params"]["scale"])
-                slot = self._slot("fmap_shape", hi, lo, 0, n, "SCALE constant (float32 bits)")
-                # the slot holds float32 bits (the hardware's scalar); the exact value is kept
-                # beside it for a float64 check of the program's math
-                extra = {"scalar_slot": slot, "scalar": d["params"]["scale"], "_slots": [slot]}
-            return word, extra
+            return self._cvo(n, d)
         if op == "MEMSET":
             hi, lo = f32_halves(d["params"].get("value", 0.0))
             slot, new, evicted = self.slots.lookup(("fmap_shape", hi, lo, 0), len(self.prog.words))
@@ -531,15 +556,71 @@ class _Lowering:
                 self.slot_tensor[t["name"]] = slot
                 self.slot_value[t["name"]] = d["params"].get("value", 0.0)
             self.slot_users[slot] = len(self.prog.words)
-            return encode("MEMSET", dest_cache="fmap_shape", slot=slot, a=hi, b=lo), {}
+            return [encode("MEMSET", dest_cache="fmap_shape", slot=slot, a=hi, b=lo)], {}
         if op == "MEMCPY":
-            return self._memcpy(n, d)
+            word, extra = self._memcpy(n, d)
+            return [word], extra
         raise IsaError(f"node {n}: op {op} has no instruction")
+
+    def _cvo(self, n: str, d: dict) -> tuple[list[int], dict]:
+        """A CVO node's words: addresses in the target's unit, lengths and pieces by its rules.
+
+        As built (`pccx_flow.board.target`): element addresses, whole-word lengths, a scalar
+        in element 7 (so a CVO over it covers its word), at most 2,048 results per word."""
+        ins, outs = d["inputs"], d["outputs"]
+        first, func = ins[0]["name"], d["func"]
+        span = d["params"].get("span")
+        whole = sum(math.prod(self.info[t]["shape"]) for t in operand_groups(d)[0])
+        a, b = span if span else (0, whole)
+        per = L2_WORD_BYTES // DTYPE_BYTES[self.t.tensor_dtype(self.info[first]["dtype"])]
+        if a % per:
+            raise IsaError(f"node {n}: CVO span start {a} is not on a 128-bit word")
+        offset = 0 if span else self._offset(first)
+        if func == "REDUCE_SUM" and offset and first not in self.clean:
+            raise IsaError(
+                f"node {n}: REDUCE_SUM over {first}, a CVO result in element {offset} of a word"
+                " whose other elements are not zero; the bridge streams from element 0"
+            )
+        src, dst = self._addr(first) + a // per, self._addr(outs[0]["name"])
+        flags = flag_bits(FORMATS["CVO"].field("flags"), d["flags"])
+        words = [
+            encode(
+                "CVO",
+                func=func,
+                src=self.t.cvo_field(src + start // per),
+                dst=self.t.cvo_field(dst + start // per),
+                length=length,
+                flags=flags,
+            )
+            for start, length in self.t.cvo_pieces(func, b - a, offset)
+        ]
+        # where the result lies: a sum in element 7 of an otherwise zero word (the bridge's
+        # serialiser starts empty), an element-wise result where its input was
+        out = outs[0]["name"]
+        if func == "REDUCE_SUM" and self.t.scalar_element:
+            self.offsets[out] = self.t.scalar_element
+            self.clean.add(out)
+        elif offset and b - a == 1:
+            self.offsets[out] = offset
+        extra = {}
+        if d["kernel"] == "cvo_scale_const":
+            hi, lo = f32_halves(d["params"]["scale"])
+            slot = self._slot("fmap_shape", hi, lo, 0, n, "SCALE constant (float32 bits)")
+            # the slot holds float32 bits (the hardware's scalar); the exact value is kept
+            # beside it for a float64 check of the program's math
+            extra = {"scalar_slot": slot, "scalar": d["params"]["scale"], "_slots": [slot]}
+        return words, extra
 
     def _gemv(self, n: str, d: dict, op: str) -> tuple[int, dict]:
         groups = operand_groups(d)
         x = groups[0]
         out = d["outputs"][0]
+        for t in x:
+            if self._offset(t):
+                raise IsaError(
+                    f"node {n}: GEMV input {t} sits at element {self._offset(t)} of its word "
+                    f"(a REDUCE_SUM result on target {self.t.name}); a GEMV loads from element 0"
+                )
         rows = math.prod(out["shape"])
         cols = sum(math.prod(self.info[p]["shape"]) for p in x)
         extra: dict = {}
@@ -558,8 +639,17 @@ class _Lowering:
                 k: p[k] for k in ("keys", "kv_head", "head_dim", "has_past") if k in p
             }
             extra["attention"]["kind"] = d["kernel"]
-        size = self._slot("fmap_shape", cols & 0xFFFF, cols >> 16, 1, n, "GEMV input length")
-        shape = self._slot("weight_shape", rows, cols & 0xFFFF, cols >> 16, n, "GEMV tile shape")
+        tile = ("weight_shape", rows, cols & 0xFFFF, cols >> 16, n, "GEMV tile shape")
+        if self.t.gemv_length_ptr == "shape_ptr":
+            # as built: the L2 load takes its length from the fmap-shape slot at shape_ptr
+            # (X*Y*Z BF16 elements); size_ptr goes to the engine (`target.RULES`)
+            shape = self._slot(
+                "fmap_shape", *fmap_shape_fields(cols), n, "GEMV input length (X*Y*Z elements)"
+            )
+            size = self._slot(*tile)
+        else:
+            size = self._slot("fmap_shape", cols & 0xFFFF, cols >> 16, 1, n, "GEMV input length")
+            shape = self._slot(*tile)
         extra["_slots"] = [size, shape]
         flags = flag_bits(FORMATS[op].field("flags"), d["flags"])
         word = encode(
@@ -580,7 +670,7 @@ class _Lowering:
         local = out["name"] if to_npu else d["inputs"][0]["name"]
         parts = self.group_of.get(local, (local,))
         local_words = sum(self.region[p][1] for p in parts)
-        nbytes = tensor_bytes(out) if to_npu else sum(tensor_bytes(self.info[q]) for q in parts)
+        nbytes = self._l2_bytes(out["name"]) if to_npu else sum(self._l2_bytes(q) for q in parts)
         slot = self._length_slot(local_words, n)
         word = encode(
             "MEMCPY",
@@ -600,7 +690,7 @@ class _Lowering:
             row = region["row_bytes"]
             first = p["positions"][0] if kind == "kv_read" else p["position"]
             stream["ddr_offset"] = region["offset"] + first * row
-            cache_dtype = out["dtype"]
+            cache_dtype = self.kv_dtype
             stream["kv"] = {
                 "layer": p["cache_layer"],
                 "kind": p["kind"],
@@ -621,18 +711,22 @@ class _Lowering:
         return word, stream
 
 
-def lower(graph: nx.DiGraph, schedule, profile, config, *, done_markers: bool = True) -> Program:
+def lower(graph: nx.DiGraph, schedule, profile, config, *, done_markers: bool = True,
+          target: str | Target | None = None) -> Program:  # fmt: skip
     """The program of one scheduled decode step (see the module docstring).
 
-    L2 placement is a heuristic (the schedule guarantees bytes, not contiguity): when the
+    `target` (``spec`` or ``as-built``, `pccx_flow.board.target`) is how the hardware reads
+    the words; None takes the profile's ``[program] target``. L2 placement is a heuristic
+    (the schedule guarantees bytes, not contiguity): when the
     default placement fails, the lowering is retried once with small tensors kept above
     the CVO window; if that fails too, the first error is raised.
     """
+    t = target_of(profile, target)
     try:
-        lw = _lower_with(graph, schedule, profile, config, "bottom", done_markers)
+        lw = _lower_with(graph, schedule, profile, config, "bottom", done_markers, t)
     except AllocationError as first:
         try:
-            lw = _lower_with(graph, schedule, profile, config, "above-reach", done_markers)
+            lw = _lower_with(graph, schedule, profile, config, "above-reach", done_markers, t)
         except AllocationError:
             raise first from None
     prog = lw.prog
@@ -656,14 +750,19 @@ def lower(graph: nx.DiGraph, schedule, profile, config, *, done_markers: bool = 
         "cvo_reach_words": lw.l2.reach_words,
         "host_io_bytes": lw.host_io_bytes,
         "done_markers": lw.done_markers,
+        "target": lw.t.name,
+        "command_fifo": profile.program.command_fifo,
+        "l2_dtype": lw.t.l2_dtype,
+        "ddr_kv_dtype": lw.kv_dtype,
+        "row_align": graph.graph.get("row_align", 1),
     }
     prog.summary = summarise(lw)
     return prog
 
 
 def _lower_with(graph: nx.DiGraph, schedule, profile, config, small: str,
-                done_markers: bool) -> _Lowering:  # fmt: skip
-    lw = _Lowering(graph, schedule, profile, config, small, done_markers)
+                done_markers: bool, target: Target) -> _Lowering:  # fmt: skip
+    lw = _Lowering(graph, schedule, profile, config, small, done_markers, target)
     for n in lw.order:
         lw.node(n)
     lw._fence("end of step")

@@ -8,10 +8,12 @@ batches:
 
 1. MEMSET of one constant slot (`READBACK_SLOT`) to the copy's length;
 2. MEMCPY L2->host of the range into the activation buffer's read-back area;
-3. the program's DONE marker (a one-element CVO on its scratch word: DONE comes only from a
-   CVO, and the RTL completes load-path instructions in order, so DONE means the copy landed);
-4. a MEMSET that puts back what the program had in that slot at this point (from its slot
-   log), so the program's later words see their constants unchanged.
+3. a MEMSET that puts back what the program had in that slot at this point (from its slot
+   log), so the program's later words see their constants unchanged (the copy read its
+   length from the slot when it issued);
+4. the program's DONE marker (a one-element CVO on its scratch word), last: DONE comes from a
+   CVO (a MEMSET after it would raise DONE at once on the RTL as built), and the RTL
+   completes load-path instructions in order, so DONE means the copy landed.
 
 It needs a program with DONE markers (the default of `emit`). Every batch goes through the
 same checks as the program's own (`pccx_flow.board.dispatch`): timeouts, sticky errors and
@@ -53,13 +55,12 @@ def readback_batch(program, addr: int, words: int, after_word: int,
             aux=0,
             shape_ptr=slot,
         ),
-        marker,
     ]
     held = [s for s in program.slots if s["slot"] == slot and s["word"] <= after_word]
     if held:
         a, b, c = held[-1]["value"]
         out.append(encode("MEMSET", dest_cache=held[-1]["cache"], slot=slot, a=a, b=b, c=c))
-    return out
+    return [*out, marker]
 
 
 class MemcpyReadBack:

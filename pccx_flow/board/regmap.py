@@ -258,6 +258,10 @@ class BoardRegisters:
     max_batch: int
     poll_timeout_seconds: float
     pages: dict[str, int]
+    # How the command FIFO hands words on (profile [program] command_fifo): "reissue" (the
+    # public AXIL_CMD_IN decodes the last word written again every cycle until the next
+    # write, so the host follows every word with a kick-marker word the decoder drops).
+    command_fifo: str = "ideal"
 
     def page_register(self, page: str, register: str) -> int:
         """Offset in the window of one register of one DataMover page."""
@@ -295,4 +299,5 @@ def board_registers(profile: Profile) -> BoardRegisters:
         max_batch=r.max_batch,
         poll_timeout_seconds=r.poll_timeout_seconds,
         pages=pages,
+        command_fifo=profile.program.command_fifo,
     )

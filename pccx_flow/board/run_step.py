@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pccx_flow.board.cma import Buffer, BufferSource
-from pccx_flow.board.ddr_image import load_image
+from pccx_flow.board.ddr_image import kv_values, load_image
 from pccx_flow.board.dispatch import Batch, Descriptor, DispatchReport, dispatch, plan
 from pccx_flow.board.host_side import HostSide
 from pccx_flow.board.transfers import (
@@ -117,8 +117,6 @@ def run_step(
         if s.get("kind") == "kv_write":
             kv = s["kv"]
             raw = image.view(s["ddr_offset"], s["ddr_bytes"])
-            rows.setdefault(kv["layer"], {})[kv["kind"]] = np.frombuffer(raw, "<f2").astype(
-                np.float16
-            )
+            rows.setdefault(kv["layer"], {})[kv["kind"]] = kv_values(program.ddr, raw)
     kv_rows = {layer: (r["k"], r["v"]) for layer, r in sorted(rows.items()) if len(r) == 2}
     return StepResult(logits, kv_rows, report)

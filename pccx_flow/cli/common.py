@@ -154,8 +154,10 @@ class StepChoice:
     tile_rows: int
     layers: tuple[int, int] | None
 
-    def build(self, profile=None, layers: tuple[int, int] | None = None):
-        """Build the step's graph (optionally costed on `profile`, or cut to other `layers`)."""
+    def build(self, profile=None, layers: tuple[int, int] | None = None,
+              row_align: int | None = None):  # fmt: skip
+        """Build the step's graph (optionally costed on `profile`, or cut to other `layers`;
+        `row_align`: see `build_decode_graph`)."""
         from pccx_flow.graph.build import build_decode_graph
 
         return build_decode_graph(
@@ -165,6 +167,7 @@ class StepChoice:
             profile=profile,
             tile_rows=self.tile_rows,
             layers=layers if layers is not None else self.layers,
+            row_align=row_align,
         )
 
 

@@ -169,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
     from pccx_flow.board.check import check_program_matches, reference_prefix
     from pccx_flow.board.program import check_words, read_program
     from pccx_flow.board.regmap import board_registers
+    from pccx_flow.board.target import check_program_target
     from pccx_flow.execute.runtime import StepContext
     from pccx_flow.hardware.profile import load_profile
     from pccx_flow.weights.checkpoint import open_checkpoint
@@ -183,6 +184,11 @@ def run(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile or program.meta["profile"])
     weights = open_checkpoint(args.weights)
     check_program_matches(program, weights, profile.name)
+    check_program_target(
+        program.meta.get("target", "spec"),
+        profile.program.target,
+        f"a device with profile {profile.name}",
+    )
     regs = board_registers(profile)
     position = program.meta["position"]
     tokens = _tokens(args, position, weights.config.vocab)

@@ -6,6 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
+from pccx_flow.board.target import TARGETS
 from pccx_flow.cli.common import add_step_args, check_output_path, step_from_args, writing
 from pccx_flow.errors import InputError
 
@@ -13,6 +14,7 @@ EPILOG = """examples:
   pccx-flow emit --preset tiny -o step.prog                # tiny step, critical-path, v002-spec
   pccx-flow emit --policy critical-path --profile v002-spec -o step.prog
   pccx-flow emit --preset tiny --profile v002-as-built --policy heft -o asbuilt.prog
+  pccx-flow emit --preset tiny --profile v002-as-built --target spec -o s.prog  # spec reading
   pccx-flow disasm step.prog | less                         # the listing
   pccx-flow emit --preset tiny --position 5 -o s.prog --golden gold/ --weights ckpt/
   pccx-flow emit --preset tiny --bisect bring-up/ --weights ckpt/   # growing prefixes
@@ -22,7 +24,13 @@ Writes OUT (little-endian 64-bit words, kick markers between batches), OUT's .me
 Host steps reach L2 only through MEMCPY words (copies out before, copies in after them), and
 every batch ends with a CVO so that today's RTL raises DONE (see --no-done-markers).
 A schedule whose live tensors exceed L2 (or the CVO reach) fails with one line naming the
-tensor, the instruction and the peak demand."""
+tensor, the instruction and the peak demand.
+
+The target is how the hardware reads the words (`pccx-flow isa` lists every rule with its RTL
+source): spec (word addresses, float32 in L2) or as-built (the RTL: CVO element addresses,
+BF16 in L2, CVOs of <= 2,048 results and each the last word of its batch, the GEMV input
+length in the fmap-shape slot shape_ptr names). The profile's [program] target is the
+default; v002-as-built names as-built."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -41,6 +49,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="hardware profile name or TOML file (default: %(default)s)")  # fmt: skip
     add_step_args(p)
     p.add_argument("--seed", type=int, default=0, help="seed for the random policy")
+    p.add_argument(
+        "--target",
+        choices=TARGETS,
+        help="how the hardware reads the words: spec or as-built (default: the profile's"
+        " [program] target; v002-spec: spec, v002-as-built: as-built)",
+    )
     p.add_argument("-o", "--out", type=Path, metavar="OUT", help="program file to write")
     p.add_argument(
         "--golden",
@@ -71,10 +85,12 @@ def format_summary(summary: dict, meta: dict) -> str:
     s = summary
     ops = ", ".join(f"{k} {v}" for k, v in s["by_opcode"].items())
     reasons = ", ".join(f"{k} {v}" for k, v in s["fence_reasons"].items())
+    kv = {"bfloat16": "BF16", "float32": "float32"}.get(meta.get("ddr_kv_dtype"), "float16")
     return "\n".join(
         [
             f"program: {meta['config']} step, position {meta['position']}, {meta['semantics']} "
             f"semantics, policy {meta['policy']}, profile {meta['profile']}",
+            f"  target         {target_line(meta)}",
             f"  instructions   {s['instructions']} ({ops}) + {s['slot_memsets']} slot MEMSETs",
             f"  words          {s['words']} in {s['batches']} batches (<= 8 words + kick;"
             f" {s['done_markers']} words are DONE markers)",
@@ -91,9 +107,20 @@ def format_summary(summary: dict, meta: dict) -> str:
             f"  accm copies    {s['accm_copies']} (accm GEMVs whose accumulator is read elsewhere)",
             f"  const slots    {s['slots_used']} of 64 used, {s['slot_hits']} reuses, "
             f"{s['slot_evictions']} evictions",
-            f"  DDR image      {s['ddr_image_bytes']:,} B (weights + float16 KV cache)",
+            f"  DDR image      {s['ddr_image_bytes']:,} B (weights + {kv} KV cache)",
         ]
     )
+
+
+def target_line(meta: dict) -> str:
+    """How the program's words are read: its target, L2 element type and command FIFO."""
+    target = meta.get("target", "spec")
+    what = (
+        "the RTL's reading: BF16 in L2, CVO element addresses"
+        if target == "as-built"
+        else "the specification's: float32 in L2, word addresses"
+    )
+    return f"{target} ({what}; command FIFO {meta.get('command_fifo', 'ideal')})"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -120,15 +147,19 @@ def run(args: argparse.Namespace) -> int:
                 f"--weights holds a {weights.config.name!r} checkpoint but the step is "
                 f"{step.config.name!r}; pass --preset {weights.config.name}"
             )
+    from pccx_flow.board.target import row_align_for, target_of
     from pccx_flow.schedule.problem import problem_from_graph
 
-    graph = step.build(profile)
+    target = target_of(profile, args.target)
+    graph = step.build(profile, row_align=row_align_for(target))
     # The L2-aware timeline: a schedule whose live tensors fit the profile's L2 and SFU reach,
     # so the allocator below can place it.
     problem = problem_from_graph(graph, profile, memory=True)
     schedule = run_policy(problem, profile, args.policy, seed=args.seed)
     t0 = time.perf_counter()
-    program = lower(graph, schedule, profile, step.config, done_markers=args.done_markers)
+    program = lower(
+        graph, schedule, profile, step.config, done_markers=args.done_markers, target=target.name
+    )
     program.meta["seed"] = args.seed  # so a replay can rebuild the same list schedule
     t1 = time.perf_counter()
     print(format_summary(program.summary, program.meta))
@@ -155,8 +186,8 @@ def run(args: argparse.Namespace) -> int:
         verdict = "agrees with" if r["ok"] else "DISAGREES with"
         print(
             f"wrote golden L2 writes of {n} instructions to {args.golden} (emulator, spec "
-            f"float32; {verdict} the reference decode, max |logit diff| "
-            f"{r['max_abs_diff']:.3g})"
+            f"float32 math, target {target.name}; {verdict} the reference decode, max |logit"
+            f" diff| {r['max_abs_diff']:.3g})"
         )
     if args.bisect is not None:
         from pccx_flow.board.bisect import format_table, write_bisect

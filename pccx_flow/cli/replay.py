@@ -122,6 +122,7 @@ def list_schedule_of(meta: dict, profile_name: str, layers: tuple[int, int] | No
         profile=profile,
         tile_rows=int(meta.get("tile_rows") or 512),
         layers=layers,
+        row_align=int(meta.get("row_align") or 1),
     )
     problem = problem_from_graph(graph, profile, memory=True)
     schedule = run_policy(problem, profile, meta["policy"], seed=int(meta.get("seed") or 0))
@@ -138,7 +139,8 @@ def format_report(summaries: dict[str, dict], meta: dict, list_ms: int | None,
     lines = [
         f"replay of {meta.get('config')} step, position {meta.get('position')}, "
         f"{meta.get('semantics')} semantics, policy {meta.get('policy')}, emitted for "
-        f"{meta.get('profile')}; timed on {profile.name}; the host polls for DONE "
+        f"{meta.get('profile')} (target {meta.get('target', 'spec')}); timed on "
+        f"{profile.name}; the host polls for DONE "
         + (
             "after every batch (as dispatch does)"
             if host_waits == "every-batch"

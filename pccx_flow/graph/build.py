@@ -86,12 +86,16 @@ def build_decode_graph(
     profile=None,
     tile_rows: int = 512,
     layers: tuple[int, int] | None = None,
+    row_align: int | None = None,
 ) -> nx.DiGraph:
     """The DAG of one decode step at `position` (context length position + 1).
 
     `config` is a `Gemma3nConfig` or a preset name. With a hardware `profile`
     (`pccx_flow.hardware.profile.Profile`) every node also gets ``cycles`` and
-    ``resources`` from `pccx_flow.hardware.cost.annotate_costs`.
+    ``resources`` from `pccx_flow.hardware.cost.annotate_costs`. `row_align` (None: 8 when
+    the profile's program target is ``as-built``, else 1) makes the row tiles a small matrix
+    is split into whole multiples of that many rows, so each tile's output fills whole L2
+    words (8 BF16 values a word on the as-built target).
     """
     if isinstance(config, str):
         config = get_config(config)
@@ -104,7 +108,7 @@ def build_decode_graph(
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
-        graph = _build(config, semantics, position, tile_rows, a, b)
+        graph = _build(config, semantics, position, tile_rows, a, b, _row_align(profile, row_align))
     finally:
         if gc_was_on:
             gc.enable()
@@ -115,11 +119,21 @@ def build_decode_graph(
     return graph
 
 
+def _row_align(profile, row_align: int | None) -> int:
+    if row_align is not None:
+        if isinstance(row_align, bool) or not isinstance(row_align, int) or row_align < 1:
+            raise InputError(f"row_align must be a positive integer, got {row_align!r}")
+        return row_align
+    program = getattr(profile, "program", None)
+    return 8 if program is not None and program.target == "as-built" else 1
+
+
 def _build(
-    config: Gemma3nConfig, semantics: str, position: int, tile_rows: int, a: int, b: int
-) -> nx.DiGraph:
+    config: Gemma3nConfig, semantics: str, position: int, tile_rows: int, a: int, b: int,
+    row_align: int = 1,
+) -> nx.DiGraph:  # fmt: skip
     graph = nx.DiGraph()
-    ctx = Ctx(GraphWriter(graph), config, semantics, position, tile_rows)
+    ctx = Ctx(GraphWriter(graph), config, semantics, position, tile_rows, row_align)
     S = config.altup_streams
     if a == 0:
         x0 = embedding(ctx)
@@ -151,6 +165,7 @@ def _build(
         semantics=semantics,
         position=position,
         tile_rows=tile_rows,
+        row_align=row_align,
         layers=[a, b],
         outputs=outputs,
         kv_commits=[

@@ -43,6 +43,9 @@ class Ctx:
     semantics: str
     position: int
     tile_rows: int
+    # Row tiles split for `min_tiles` are whole multiples of this many rows, so each tile's
+    # output fills whole L2 words on the target (8 BF16 values a word as built).
+    row_align: int = 1
 
     @property
     def gemma3n(self) -> bool:
@@ -148,7 +151,9 @@ def gemv_tiles(
     """
     size = tile or ctx.tile_rows
     n_tiles = max(math.ceil(n_out / size), min(min_tiles, n_out))
-    ranges = tile_ranges(n_out, math.ceil(n_out / n_tiles))
+    step = math.ceil(n_out / n_tiles)
+    step = min(size, math.ceil(step / ctx.row_align) * ctx.row_align)
+    ranges = tile_ranges(n_out, step)
     width = max(2, len(str(len(ranges) - 1)))
     return [
         gemv(

@@ -142,8 +142,9 @@ SCHEMA: dict[str, dict[str, str]] = {
         "poll_timeout_seconds": "num",
     },
 }
-# Tables a profile may leave out (their dataclass field is then None).
-OPTIONAL_SECTIONS = ("issue",)
+# Tables a profile may leave out (their dataclass field is then None, or for [program] the
+# specification's reading).
+OPTIONAL_SECTIONS = ("issue", "program")
 SCHEMA["issue"] = {
     "word_write_axi_clocks": "int",
     "kick_write_axi_clocks": "int",
@@ -152,7 +153,13 @@ SCHEMA["issue"] = {
     "decoupled_queue_depth": "int",
 }
 _NAMED_TABLES = {"sfu": "latency_cycles", "registers": "datamover_pages"}
-_SECTIONS = ("profile", "lanes", *SCHEMA)
+# [program]: how the hardware reads program words. Its fields are names, not numbers: the
+# lowering target (`pccx_flow.board.target`) and how the command FIFO hands words on.
+PROGRAM_CHOICES: dict[str, tuple[str, ...]] = {
+    "target": ("spec", "as-built"),
+    "command_fifo": ("ideal", "paced", "reissue"),
+}
+_SECTIONS = ("profile", "lanes", *SCHEMA, "program")
 
 
 def _is_int(v: Any) -> bool:
@@ -260,6 +267,21 @@ class IssuePath:
 
 
 @dataclass(frozen=True)
+class ProgramReading:
+    """How this hardware reads program words (``[program]``, optional).
+
+    ``target``: ``spec`` (the specification's reading) or ``as-built`` (the RTL's; see
+    `pccx_flow.board.target`). ``command_fifo``: ``ideal`` (one word decoded per clock as
+    written), ``paced`` (each word issued once, at most one per 2 cycles: the deployed
+    build's AXIL_CMD_IN) or ``reissue`` (the public AXIL_CMD_IN, which decodes the last
+    word again every cycle until the next write).
+    """
+
+    target: str = "spec"
+    command_fifo: str = "ideal"
+
+
+@dataclass(frozen=True)
 class RegisterMap:
     """The NPU's AXI-Lite window and DataMover helper pages, for a board backend."""
 
@@ -297,6 +319,7 @@ class Profile:
     registers: RegisterMap
     provenance: dict[str, Provenance] = field(default_factory=dict)  # "section.field" -> tag
     issue: IssuePath | None = None  # host-side issue costs ([issue], optional)
+    program: ProgramReading = field(default_factory=ProgramReading)  # [program], optional
 
     def lane_ids(self) -> list[tuple[str, str]]:
         """Every lane as ``(lane_id, lane_class)``, classes in `LANE_CLASSES` order."""
@@ -553,6 +576,7 @@ def _build(raw: dict, where: str) -> Profile:
             " of the 32-bit status word (0..31)"
         )
     issue = IssuePath(**r.section("issue")) if "issue" in raw else None
+    program = _program_reading(r, raw)
     return Profile(
         name=head["name"],
         description=head["description"],
@@ -571,4 +595,43 @@ def _build(raw: dict, where: str) -> Profile:
         registers=RegisterMap(**regs),
         provenance=dict(r.provenance),
         issue=issue,
+        program=program,
     )
+
+
+def _program_reading(r: _Reader, raw: dict) -> ProgramReading:
+    """The [program] table: each field one of `PROGRAM_CHOICES` (spec defaults if absent)."""
+    if "program" not in raw:
+        return ProgramReading()
+    table = r.table("program")
+    unknown = set(table) - set(PROGRAM_CHOICES)
+    if unknown:
+        raise r.fail(
+            f"unknown field 'program.{sorted(unknown)[0]}'; [program] has "
+            f"{', '.join(PROGRAM_CHOICES)}"
+        )
+    values = {}
+    for key, choices in PROGRAM_CHOICES.items():
+        if key not in table:
+            continue
+        entry = table[key]
+        if isinstance(entry, dict) and set(entry) - {"value", "tag", "note"}:
+            raise r.fail(
+                f"field 'program.{key}' has unknown keys "
+                f"{sorted(set(entry) - {'value', 'tag', 'note'})}; a field is "
+                "{ value = ..., tag = ..., note = ... }"
+            )
+        value, tag, note = (
+            (entry.get("value"), entry.get("tag", "user"), entry.get("note", ""))
+            if isinstance(entry, dict)
+            else (entry, "user", "")
+        )
+        if value not in choices:
+            raise r.fail(
+                f"field 'program.{key}' = {value!r} is not one of {', '.join(choices)}"
+            )
+        if tag not in TAGS:
+            raise r.fail(f"field 'program.{key}' has tag {tag!r}; use one of {', '.join(TAGS)}")
+        r.provenance[f"program.{key}"] = Provenance(tag, str(note))
+        values[key] = value
+    return ProgramReading(**values)

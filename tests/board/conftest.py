@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pccx_flow.board.lower import lower
+from pccx_flow.board.target import row_align_for, target_of
 from pccx_flow.graph.build import build_decode_graph
 from pccx_flow.hardware.profile import load_profile
 from pccx_flow.model.config import get_config
@@ -13,8 +14,11 @@ from pccx_flow.schedule import run_policy
 CASES = [("v002-spec", "critical-path"), ("v002-as-built", "heft"), ("v002-spec", "random")]
 
 
-def lowered(profile_name: str, policy: str, position: int = 9, semantics: str = "pccx"):
-    return lowered_graph(profile_name, policy, position=position, semantics=semantics)
+def lowered(profile_name: str, policy: str, position: int = 9, semantics: str = "pccx",
+            target: str | None = None):  # fmt: skip
+    return lowered_graph(
+        profile_name, policy, position=position, semantics=semantics, target=target
+    )
 
 
 def lowered_graph(
@@ -24,16 +28,19 @@ def lowered_graph(
     position: int = 9,
     semantics: str = "pccx",
     tile_rows: int | None = None,
+    target: str | None = None,
 ):
-    """(graph, schedule, profile, program) of one tiny step (`tile_rows` None: the default)."""
+    """(graph, schedule, profile, program) of one tiny step (`tile_rows` None: the default;
+    `target` None: the profile's)."""
     profile = load_profile(profile_name)
     config = get_config("tiny")
     extra = {} if tile_rows is None else {"tile_rows": tile_rows}
+    align = row_align_for(target_of(profile, target))
     graph = build_decode_graph(
-        config, semantics=semantics, position=position, profile=profile, **extra
+        config, semantics=semantics, position=position, profile=profile, row_align=align, **extra
     )
     schedule = run_policy(graph, profile, policy, seed=1)
-    return graph, schedule, profile, lower(graph, schedule, profile, config)
+    return graph, schedule, profile, lower(graph, schedule, profile, config, target=target)
 
 
 @pytest.fixture(scope="session", params=CASES, ids=lambda c: f"{c[0]}-{c[1]}")

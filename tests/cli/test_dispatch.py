@@ -177,3 +177,86 @@ def test_a_board_run_warns_about_batches_without_cvo_before_opening_the_device(
     assert warning.startswith("pccx-flow: warning: 1 of the program's batches (first: batch 0)")
     assert "raises DONE only when a CVO completes" in warning
     assert error.startswith(PREFIX + f"cannot open {tmp_path / 'uio9'}")
+
+
+@pytest.fixture(scope="module")
+def as_built_program(tmp_path_factory, tiny_ckpt_dir):
+    d = tmp_path_factory.mktemp("as-built")
+    prog = d / "a.prog"
+    base = ["emit", "--preset", "tiny", "--position", "3", "--profile", "v002-as-built"]
+    assert main([*base, "-o", str(prog), "--golden", str(d / "gold"),
+                 "--weights", str(tiny_ckpt_dir)]) == 0  # fmt: skip
+    assert main([*base, "--target", "spec", "-o", str(d / "s.prog")]) == 0
+    return prog, d / "s.prog", d / "gold", tiny_ckpt_dir
+
+
+def test_an_as_built_program_runs_on_the_as_built_fake_device(as_built_program, capsys):
+    prog, _, gold, ckpt = as_built_program
+    assert read_program(prog).meta["target"] == "as-built"
+    code, out, err = _dispatch(capsys, prog, ckpt, "--fake-device", "--check-golden", str(gold))
+    assert code == 0 and err == "", err
+    assert "L2 matched the golden words after every one of" in out
+
+
+def test_a_program_for_another_target_is_refused_in_one_line(as_built_program, capsys):
+    _, spec_prog, _, ckpt = as_built_program
+    code, out, err = _dispatch(capsys, spec_prog, ckpt, "--fake-device")
+    assert code == 2 and out == ""
+    line = _one_error_line(err)
+    assert "emitted for target 'spec'" in line and "v002-as-built" in line
+
+
+def test_a_reissuing_command_fifo_gets_a_marker_after_every_word(tmp_path, tiny_ckpt):
+    """The public AXIL_CMD_IN decodes the last word again until the next write: dispatch
+    follows every word with a kick-marker word, and the fake device (modelling that FIFO)
+    sees no word written while another is still being re-decoded."""
+    from pccx_flow.board.check import default_tokens, reference_prefix
+    from pccx_flow.board.cma import FileSource
+    from pccx_flow.board.device_model import DeviceModel
+    from pccx_flow.board.emulate import emulate
+    from pccx_flow.board.fake_device import FakeDevice
+    from pccx_flow.board.host_side import HostSide
+    from pccx_flow.board.regmap import board_registers
+    from pccx_flow.board.run_step import host_buffers, run_step
+    from pccx_flow.execute.runtime import StepContext
+    from pccx_flow.hardware.profile import load_profile
+    from tests.board.conftest import lowered
+
+    f = tmp_path / "public.toml"
+    f.write_text('[profile]\nextends = "v002-as-built"\nname = "public"\n\n'
+                 '[program]\ncommand_fifo = "reissue"\n')  # fmt: skip
+    profile = load_profile(f)
+    program = lowered("v002-as-built", "heft", position=2)[3]
+    tokens = default_tokens(3, tiny_ckpt.config.vocab)
+    k, v, _ = reference_prefix(program, tiny_ckpt, tokens)
+    ctx = StepContext(tiny_ckpt.config, "pccx", 2, tokens[-1], "float32")
+    want, _ = emulate(program, tiny_ckpt, k.copy(), v.copy(), tokens[-1], ctx=ctx)
+
+    def run(regs):
+        buffers = host_buffers(program, FileSource(tmp_path / f"b{id(regs)}"), tiny_ckpt, k, v)
+        dev = FakeDevice(tmp_path / f"d{id(regs)}", board_registers(profile), answer_timeout=5.0)
+        DeviceModel(program, buffers, tiny_ckpt.config).attach(dev)
+        with dev:
+            npu = dev.open(by_name=True)
+            npu.regs = regs
+            try:
+                r = run_step(program, npu, buffers, tokens[-1], timeout=5.0,
+                             host=HostSide(program, buffers["act"], tiny_ckpt, ctx))  # fmt: skip
+            finally:
+                npu.window.close()
+        return r, dev
+
+    paced = board_registers(profile)
+    assert paced.command_fifo == "reissue"
+    r, dev = run(paced)
+    assert dev.faults == [] and dev.reissued == [] and np.array_equal(r.logits, want)
+    words = sum(1 for role in program.roles if role != "kick")
+    batches = sum(1 for s in program.steps if s["kind"] == "batch")
+    assert r.report.pacing_words == words - batches  # the kick ends each batch's last word
+    # a host that writes words back to back: the device sees the re-decoded words
+    import dataclasses
+
+    from pccx_flow.errors import BoardError
+
+    with pytest.raises(BoardError, match="ERROR bit"):
+        run(dataclasses.replace(paced, command_fifo="paced"))
