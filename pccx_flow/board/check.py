@@ -97,9 +97,10 @@ def emulate_against_reference(
             kv_error = max(kv_error, kv_relative_error(ours, theirs))
     same = int(np.argmax(logits)) == int(np.argmax(want))
     scale = float(np.max(np.abs(want)))
+    chosen_gap = float(np.max(want) - want[int(np.argmax(logits))])
     if meta.get("l2_dtype") == "bfloat16":  # the as-built target stores BF16
         tol = BF16_RELATIVE_TOLERANCE * scale
-        ok = bf16_step_verdict(diff, scale, same, kv_error)
+        ok = bf16_step_verdict(diff, scale, chosen_gap, kv_error)
     elif precision == "float64":  # both sides exact between storage roundings: rows identical
         tol = FLOAT64_LOGIT_TOLERANCE
         ok = diff <= tol and same and unequal == 0
@@ -116,6 +117,7 @@ def emulate_against_reference(
         "kv_beyond": beyond,
         "kv_error": kv_error,
         "logit_scale": scale,
+        "chosen_gap": chosen_gap,
         "tolerance": tol,
         "ok": bool(ok),
         "logits": logits,

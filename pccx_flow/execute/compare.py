@@ -52,12 +52,16 @@ KV_ROW_TOLERANCE = 1e-3
 # stores keeps 8 significant bits, a relative rounding of up to 2**-9 (0.2 %), and a tiny
 # step stores each activation 20-40 times along its longest chain (10 layers of norms,
 # projections, attention and the FFN). Against the float32 reference the errors add up to a
-# few percent of the values' scale: measured on tiny over 12 steps (positions 0-5, both
-# semantics), logits within 1.2-2.8 % of the largest |logit| and new KV rows within
-# 1.2-3.7 % of each row's largest |element|, the same argmax every step. 5 % of the scale
-# holds those with room and still catches a structural mistake, which moves values by O(1)
-# of their scale.
-BF16_RELATIVE_TOLERANCE = 0.05
+# few percent of the values' scale. Measured (`benchmarks/bench_as_built.py`, 64 tiny steps:
+# positions 0-15, both semantics, two policies; and E4B at position 0): logits within
+# 0.9-3.1 % of the largest |logit| (E4B 3.4 %), new KV rows within 5.6 % of each row's
+# largest |element| (E4B 4.3 %), the same argmax on 62 of 64 tiny steps; the two others
+# picked the reference's second token, 0.016 below its best (a near tie, 0.15 % of the
+# scale). 10 % of the scale keeps about twice the measured worst and stays an order of
+# magnitude below what a structural mistake (a wrong operand, address or layout) moves,
+# which is O(1) of the scale; it cannot see approximation-level changes (GELU's form moves
+# tiny logits by ~2 %): those the spec target checks, to 1e-9 in float64.
+BF16_RELATIVE_TOLERANCE = 0.10
 
 
 def kv_relative_error(ours: np.ndarray, theirs: np.ndarray) -> float:
@@ -75,14 +79,17 @@ def kv_relative_error(ours: np.ndarray, theirs: np.ndarray) -> float:
 def bf16_step_verdict(
     max_abs_diff: float,
     logit_scale: float,
-    argmax_same: bool,
+    chosen_gap: float,
     kv_error: float,
     tolerance: float = BF16_RELATIVE_TOLERANCE,
 ) -> bool:
-    """True when a step stored in BF16 agrees with the reference: same argmax, logits within
-    `tolerance` of the reference's largest |logit|, new KV rows within `tolerance` of their
-    largest |element| (`BF16_RELATIVE_TOLERANCE` says why)."""
-    return bool(argmax_same and max_abs_diff <= tolerance * logit_scale and kv_error <= tolerance)
+    """True when a step stored in BF16 agrees with the reference: logits within `tolerance`
+    of the reference's largest |logit|, new KV rows within `tolerance` of their largest
+    |element|, and the token it picks no further below the reference's best logit than that
+    (`chosen_gap`: the reference's best logit minus its logit of our argmax, 0 when the
+    argmax is the same); `BF16_RELATIVE_TOLERANCE` says why."""
+    limit = tolerance * logit_scale
+    return bool(max_abs_diff <= limit and chosen_gap <= limit and kv_error <= tolerance)
 
 
 def kv_rounding(ours: np.ndarray, theirs: np.ndarray) -> KVRounding:

@@ -2,8 +2,8 @@
 
 The oracle is the monolithic reference decode (`pccx_flow.reference`). An as-built program
 keeps activations and KV rows in BF16, so it is held to the BF16 rule of
-`pccx_flow.execute.compare.bf16_step_verdict` (same argmax; logits and new KV rows within 5 %
-of their scale), not to float32 rounding.
+`pccx_flow.execute.compare.bf16_step_verdict` (logits and new KV rows within 10 % of their
+scale, the token it picks within that of the reference's best), not to float32 rounding.
 """
 
 from __future__ import annotations
@@ -88,8 +88,8 @@ def test_as_built_emulation_agrees_with_the_reference_in_bf16(tiny_ckpt, semanti
     tokens = default_tokens(position + 1, tiny_ckpt.config.vocab)
     r = emulate_against_reference(program, tiny_ckpt, tokens)
     assert r["argmax_same"] and r["ok"], (r["max_abs_diff"], r["kv_error"])
-    # BF16, not float32: the difference is far above float32 rounding, within 5 % of scale
-    assert 1e-3 < r["max_abs_diff"] <= 0.05 * r["logit_scale"] and r["kv_error"] <= 0.05
+    # BF16, not float32: the difference is far above float32 rounding, within 10 % of scale
+    assert 1e-3 < r["max_abs_diff"] <= 0.10 * r["logit_scale"] and r["kv_error"] <= 0.10
 
 
 def test_a_cvo_cap_smaller_than_the_cvos_splits_them_and_still_agrees(tiny_ckpt):

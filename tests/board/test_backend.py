@@ -42,7 +42,7 @@ def test_emulated_generation_follows_the_reference(tiny_ckpt, profile_name, poli
 def test_as_built_generation_keeps_the_reference_tokens(tiny_ckpt, semantics):
     """The as-built target (BF16 in L2, the RTL's reading of every word) generates the
     reference's tokens, and each step's logits stay within the BF16 rule of
-    `pccx_flow.execute.compare.bf16_step_verdict` (5 % of the largest |logit|)."""
+    `pccx_flow.execute.compare.bf16_step_verdict` (10 % of the largest |logit|)."""
     profile = load_profile("v002-as-built")
     steps = EmulatorSteps(tiny_ckpt, profile)
     got = generate(
@@ -54,5 +54,5 @@ def test_as_built_generation_keeps_the_reference_tokens(tiny_ckpt, semantics):
     assert got.tokens == want.tokens
     for ours, theirs in zip(got.logits, want.logits, strict=True):
         diff = np.max(np.abs(np.asarray(ours, np.float64) - theirs))
-        assert 1e-4 < diff <= 0.05 * np.max(np.abs(theirs))  # BF16: above float32 noise
+        assert 1e-4 < diff <= 0.10 * np.max(np.abs(theirs))  # BF16: above float32 noise
     assert all(s["batches"] > 0 for s in steps.summaries)

@@ -81,6 +81,16 @@ def test_backend_emulator_runs_the_program_words_and_passes_the_check(tiny_ckpt_
     assert "check against the reference decode: OK" in out
 
 
+def test_backend_emulator_on_the_as_built_target_is_judged_by_the_bf16_rule(tiny_ckpt_dir, capsys):
+    argv = ["run", "--weights", str(tiny_ckpt_dir), "--prompt-ids", "2,7", "--steps", "2",
+            "--check", "--backend", "emulator", "--policy", "heft", "--profile",
+            "v002-as-built", "--no-progress"]  # fmt: skip
+    assert cli_main.main(argv) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"emulated 3 programs \(heft, v002-as-built\)", out)
+    assert "check against the reference decode: OK (BF16 in L2" in out
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
