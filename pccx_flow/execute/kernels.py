@@ -35,10 +35,7 @@ _TABLES: dict[str, dict[str, Kernel]] = {}
 
 def register_table(name: str, table: dict[str, Kernel]) -> None:
     """Make a kernel table available by name (the ``default`` table is built on first use)."""
-    from pccx_flow.execute import runtime
-
     _TABLES[name] = table
-    runtime._TABLES.pop(name, None)
 
 
 def kernel_table(name: str = "default") -> dict[str, Kernel]:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from pccx_flow.errors import ExecutionError
+from pccx_flow.execute.kernels import kernel_table
 from pccx_flow.execute.plan import NodeCall
 from pccx_flow.model.config import Gemma3nConfig
 from pccx_flow.precision import DEFAULT_PRECISION, computing_in
@@ -74,10 +75,6 @@ class WeightsRef:
         return (_weights_from_path, (self.path, getattr(self.checkpoint, "config", None)))
 
 
-# Kernel tables by name, resolved once per process (the task ships only the name).
-_TABLES: dict[str, dict] = {}
-
-
 def _one_line(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
     return " ".join(text.split())
@@ -97,11 +94,7 @@ def run_node(
     *produced: tuple,
 ) -> tuple:
     """Run one node: its kernel on its gathered inputs; returns its outputs as a tuple."""
-    table = _TABLES.get(kernels)
-    if table is None:
-        from pccx_flow.execute.kernels import kernel_table
-
-        table = _TABLES[kernels] = kernel_table(kernels)
+    table = kernel_table(kernels)  # by name: the task ships only the name
     try:
         kernel = table[call.kernel]
     except KeyError:

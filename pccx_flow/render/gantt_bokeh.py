@@ -33,17 +33,12 @@ from bokeh.resources import INLINE
 from bokeh.transform import dodge
 
 from pccx_flow.render import style
-from pccx_flow.render.gantt import GanttData, OccupancyRow
+from pccx_flow.render.gantt_data import GanttData, OccupancyRow, lane_label
 
 ROW_PX = 26  # per lane row
 FRAME_PX = 170  # the lanes figure's axes, layer labels and the legend under it
 OCCUPANCY_PX = 110
 LABEL_GAP_PX = 22  # the least room between two layer labels
-
-
-def lane_label(lane: dict) -> str:
-    """The row label of a lane: its name and busy share, e.g. ``gemv0 37%``."""
-    return f"{lane['name']} {lane['busy']:.0%}"
 
 
 def bar_columns(data: GanttData) -> dict[str, list]:

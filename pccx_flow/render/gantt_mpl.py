@@ -23,8 +23,7 @@ from matplotlib.patches import Patch, Polygon  # noqa: E402
 
 from pccx_flow.graph.nodes import BLOCKS  # noqa: E402
 from pccx_flow.render import style  # noqa: E402
-from pccx_flow.render.gantt import GanttData  # noqa: E402
-from pccx_flow.render.gantt_bokeh import lane_label  # noqa: E402
+from pccx_flow.render.gantt_data import GanttData, lane_label  # noqa: E402
 
 WIDTH_IN = 15.0
 DPI = 100
