@@ -1,6 +1,6 @@
 """How far a program for the RTL as built drifts from the reference decode (BF16 in L2).
 
-An as-built program (`pccx_flow.board.target`) keeps every activation and KV row in BF16;
+An as-built program (`pccx_flow.board.isa.target`) keeps every activation and KV row in BF16;
 the emulator reads its words as the RTL does and rounds every stored value to BF16. This
 benchmark emulates the step against the reference decode (the oracle) and reports the max
 |logit difference|, the largest |logit| (the scale the BF16 rule of
@@ -35,9 +35,9 @@ DEFAULT_WEIGHTS = "/work/ckpt/e4b-seed0"
 
 def case(weights, position: int, semantics: str, policy: str, target: str,
          profile_name: str = "v002-as-built") -> dict:  # fmt: skip
-    from pccx_flow.board.check import default_tokens, emulate_against_reference
-    from pccx_flow.board.lower import lower
-    from pccx_flow.board.target import get_target, row_align_for
+    from pccx_flow.board.emulator.check import default_tokens, emulate_against_reference
+    from pccx_flow.board.isa.target import get_target, row_align_for
+    from pccx_flow.board.program.lower import lower
     from pccx_flow.graph.build import build_decode_graph
     from pccx_flow.hardware.profile import load_profile
     from pccx_flow.schedule.problem import problem_from_graph

@@ -3,7 +3,7 @@
 Builds the E4B graph, schedules it with critical-path on the L2-aware timeline (as `emit`
 does), then times `lower` (median of `--runs`) at positions 1023 and 8191 on both profiles,
 v002-as-built once for the spec target and once for the as-built target
-(`pccx_flow.board.target`: the RTL's reading of the words). A step that does not fit L2 is
+(`pccx_flow.board.isa.target`: the RTL's reading of the words). A step that does not fit L2 is
 recorded with the allocator's one-line reason (and the time until it stopped) instead of a
 summary.
 Counts are properties of the program; nothing here is an NPU timing. Writes
@@ -32,9 +32,9 @@ CASES = tuple(
 
 
 def one(position: int, profile_name: str, runs: int, target: str = "spec") -> dict:
-    from pccx_flow.board.alloc import AllocationError
-    from pccx_flow.board.lower import live_demand_peak, lower
-    from pccx_flow.board.target import get_target, row_align_for
+    from pccx_flow.board.isa.target import get_target, row_align_for
+    from pccx_flow.board.program.alloc import AllocationError
+    from pccx_flow.board.program.lower import live_demand_peak, lower
     from pccx_flow.graph.build import build_decode_graph
     from pccx_flow.hardware.profile import load_profile
     from pccx_flow.model.config import get_config

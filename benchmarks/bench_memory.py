@@ -44,7 +44,7 @@ def lower_row(graph, schedule, profile) -> dict:
     """Whether the schedule lowers to a program (L2 placement by `board.lower`), and its
     summary: the allocator must also find contiguous room, which the schedule alone does not
     promise."""
-    from pccx_flow.board.lower import lower
+    from pccx_flow.board.program.lower import lower
 
     t = time.perf_counter()
     try:

@@ -2,9 +2,9 @@
 
 For each case (preset, position, profile, target; policy critical-path, as `emit` makes it:
 v002-spec with the spec target, v002-as-built with the spec and with the as-built target,
-`pccx_flow.board.target`) builds and
+`pccx_flow.board.isa.target`) builds and
 list-schedules the step with the L2 limit, lowers it, then replays the program under the
-``spec``, ``rtl`` and ``decoupled`` issue models (`pccx_flow.board.replay`), with the host
+``spec``, ``rtl`` and ``decoupled`` issue models (`pccx_flow.board.timing.replay`), with the host
 polling at fences and, again, after every batch as `dispatch` does, and the program lowered
 without DONE markers under ``spec`` and ``rtl``. Records the list
 schedule's makespan and, per model, makespan, tok/s, the biggest cost, the split of the
@@ -31,9 +31,9 @@ POSITIONS = {"e4b": 1023, "tiny": 63}
 
 
 def one(preset: str, position: int, profile_name: str, target: str) -> dict:
-    from pccx_flow.board.lower import lower
-    from pccx_flow.board.replay import replay_all, summary
-    from pccx_flow.board.target import get_target, row_align_for
+    from pccx_flow.board.isa.target import get_target, row_align_for
+    from pccx_flow.board.program.lower import lower
+    from pccx_flow.board.timing.replay import replay_all, summary
     from pccx_flow.errors import PccxFlowError
     from pccx_flow.graph.build import build_decode_graph
     from pccx_flow.hardware.profile import load_profile

@@ -78,3 +78,39 @@ def test_the_checker_sees_a_circle(tmp_path):
     g.add_edge("pccx_flow.y", *imports_of(a, known))
     g.add_edge("pccx_flow.x", *imports_of(b, known))
     assert list(nx.simple_cycles(g))
+
+
+# board/'s rooms and the rooms each may import (pccx_flow/board/__init__.py says why)
+BOARD_ROOMS = {
+    "isa": set(),
+    "program": {"isa"},
+    "emulator": {"isa", "program"},
+    "timing": {"isa", "program"},
+    "device": {"isa", "program", "emulator"},
+}
+
+
+def room_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["pccx_flow", "board"] else None
+
+
+def test_board_rooms_import_only_the_rooms_below_them():
+    g = import_graph()
+    assert {room_of(m) for m in g if room_of(m)} == set(BOARD_ROOMS)
+    wrong = [
+        f"{a} -> {b}"
+        for a, b in g.edges
+        if room_of(a) and room_of(b) and room_of(b) != room_of(a)
+        and room_of(b) not in BOARD_ROOMS[room_of(a)]
+    ]  # fmt: skip
+    assert wrong == []
+
+
+@pytest.mark.parametrize("room", sorted(BOARD_ROOMS))
+def test_board_modules_stay_small_and_say_what_they_own(room):
+    folder = PACKAGE / "board" / room
+    init = (folder / "__init__.py").read_text(encoding="utf-8")
+    assert "Owns:" in init and "Imports" in init  # what it owns, what it may import
+    sizes = {p.name: len(p.read_text(encoding="utf-8").splitlines()) for p in folder.glob("*.py")}
+    assert max(sizes.values()) <= 420, sizes

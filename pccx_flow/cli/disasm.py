@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pccx_flow.board.program import check_words, listing, read_program
+    from pccx_flow.board.program.files import check_words, listing, read_program
 
     program = read_program(args.program)
     check_words(program)

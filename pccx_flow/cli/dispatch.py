@@ -121,7 +121,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _tokens(args, position: int, vocab: int) -> list[int]:
-    from pccx_flow.board.check import default_tokens
+    from pccx_flow.board.emulator.check import default_tokens
 
     if args.tokens:
         try:
@@ -155,7 +155,7 @@ def _parse_fault(text: str | None) -> tuple[str, int | None] | None:
 
 
 def _no_cvo_batches(program) -> list[int]:
-    from pccx_flow.board.dispatch import Batch, plan
+    from pccx_flow.board.device.dispatch import Batch, plan
     from pccx_flow.board.isa import decode
 
     out = []
@@ -166,10 +166,10 @@ def _no_cvo_batches(program) -> list[int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pccx_flow.board.check import check_program_matches, reference_prefix
-    from pccx_flow.board.program import check_words, read_program
-    from pccx_flow.board.regmap import board_registers
-    from pccx_flow.board.target import check_program_target
+    from pccx_flow.board.device.regmap import board_registers
+    from pccx_flow.board.emulator.check import check_program_matches, reference_prefix
+    from pccx_flow.board.isa.target import check_program_target
+    from pccx_flow.board.program.files import check_words, read_program
     from pccx_flow.execute.runtime import StepContext
     from pccx_flow.hardware.profile import load_profile
     from pccx_flow.weights.checkpoint import open_checkpoint
@@ -194,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
     tokens = _tokens(args, position, weights.config.vocab)
     golden = None
     if args.check_golden is not None:
-        from pccx_flow.board.golden_check import read_golden
+        from pccx_flow.board.device.golden_check import read_golden
 
         golden = read_golden(args.check_golden)
     no_done = _no_cvo_batches(program)
@@ -227,9 +227,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_board(args, program, regs, weights, k_past, v_past, ctx, tokens, golden) -> int:
-    from pccx_flow.board.cma import UdmabufSource
-    from pccx_flow.board.run_step import host_buffers
-    from pccx_flow.board.uio import open_npu
+    from pccx_flow.board.device.cma import UdmabufSource
+    from pccx_flow.board.device.run_step import host_buffers
+    from pccx_flow.board.device.uio import open_npu
 
     npu = open_npu(regs, args.device)
     source = UdmabufSource([d for d in args.buffers.split(",") if d])
@@ -242,8 +242,8 @@ def _run_board(args, program, regs, weights, k_past, v_past, ctx, tokens, golden
 def _run_and_close(args, program, npu, buffers, weights, ctx, tokens, golden):
     """Run the step on `npu` (host steps on this host, --check-golden between batches), then
     close the register window and the buffers whatever happens."""
-    from pccx_flow.board.host_side import HostSide
-    from pccx_flow.board.run_step import run_step
+    from pccx_flow.board.device.host_side import HostSide
+    from pccx_flow.board.device.run_step import run_step
 
     try:
         return run_step(
@@ -274,10 +274,10 @@ def _check_progress(args, program, golden, npu, buffers):
     show = _progress()
     if golden is None:
         return show
-    from pccx_flow.board.dispatch import Batch, plan
-    from pccx_flow.board.golden_check import check_batch
-    from pccx_flow.board.readback import MemcpyReadBack
-    from pccx_flow.board.run_step import readback_offset
+    from pccx_flow.board.device.dispatch import Batch, plan
+    from pccx_flow.board.device.golden_check import check_batch
+    from pccx_flow.board.device.readback import MemcpyReadBack
+    from pccx_flow.board.device.run_step import readback_offset
 
     batches = [b for b in plan(program, 1 << 30) if isinstance(b, Batch)]
     reader = MemcpyReadBack(npu, program, buffers["act"], readback_offset(program), args.timeout)
@@ -297,13 +297,13 @@ def _check_progress(args, program, golden, npu, buffers):
 def _run_fake(
     args, program, regs, weights, k_past, v_past, ctx, tokens, fault, golden, folder: Path
 ) -> int:
-    from pccx_flow.board.cma import FileSource
-    from pccx_flow.board.device_model import DeviceModel
-    from pccx_flow.board.dispatch import Batch, plan
-    from pccx_flow.board.fake_device import FakeDevice
+    from pccx_flow.board.device.cma import FileSource
+    from pccx_flow.board.device.device_model import DeviceModel
+    from pccx_flow.board.device.dispatch import Batch, plan
+    from pccx_flow.board.device.fake_device import FakeDevice
+    from pccx_flow.board.device.run_step import host_buffers
+    from pccx_flow.board.device.transfers import batch_transfers
     from pccx_flow.board.isa import decode
-    from pccx_flow.board.run_step import host_buffers
-    from pccx_flow.board.transfers import batch_transfers
 
     source = FileSource(folder / "buffers")
     buffers = host_buffers(program, source, weights, k_past, v_past, _readback_bytes(golden))

@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from pccx_flow.board.target import TARGETS
+from pccx_flow.board.isa.target import TARGETS
 from pccx_flow.cli.common import add_step_args, check_output_path, step_from_args, writing
 from pccx_flow.errors import InputError
 
@@ -124,8 +124,8 @@ def target_line(meta: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pccx_flow.board.lower import lower
-    from pccx_flow.board.program import write_program
+    from pccx_flow.board.program.files import write_program
+    from pccx_flow.board.program.lower import lower
     from pccx_flow.hardware.profile import load_profile
     from pccx_flow.schedule.registry import make_policy, run_policy
 
@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
                 f"--weights holds a {weights.config.name!r} checkpoint but the step is "
                 f"{step.config.name!r}; pass --preset {weights.config.name}"
             )
-    from pccx_flow.board.target import row_align_for, target_of
+    from pccx_flow.board.isa.target import row_align_for, target_of
     from pccx_flow.schedule.problem import problem_from_graph
 
     target = target_of(profile, args.target)
@@ -163,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
     program.meta["seed"] = args.seed  # so a replay can rebuild the same list schedule
     t1 = time.perf_counter()
     print(format_summary(program.summary, program.meta))
-    from pccx_flow.board.run_step import readback_offset
+    from pccx_flow.board.device.run_step import readback_offset
 
     print(
         f"  act. buffer    {readback_offset(program):,} B for dispatch (logits, host I/O area,"
@@ -175,8 +175,8 @@ def run(args: argparse.Namespace) -> int:
             paths = write_program(program, args.out)
         print("wrote " + ", ".join(str(p) for p in paths.values()))
     if args.golden is not None:
-        from pccx_flow.board.check import default_tokens, emulate_against_reference
-        from pccx_flow.board.golden import write_golden
+        from pccx_flow.board.emulator.check import default_tokens, emulate_against_reference
+        from pccx_flow.board.emulator.golden import write_golden
 
         record: dict = {}
         tokens = default_tokens(program.meta["position"] + 1, weights.config.vocab)
@@ -190,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
             f" diff| {r['max_abs_diff']:.3g})"
         )
     if args.bisect is not None:
-        from pccx_flow.board.bisect import format_table, write_bisect
+        from pccx_flow.board.emulator.bisect import format_table, write_bisect
 
         with writing(args.bisect / "index.json"):
             rows = write_bisect(program, weights, args.bisect)

@@ -53,13 +53,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pccx_flow.board.check import (
+    from pccx_flow.board.emulator.check import (
         check_program_matches,
         default_tokens,
         emulate_against_reference,
     )
-    from pccx_flow.board.emulate import RTL_APPROXIMATIONS
-    from pccx_flow.board.program import check_words, read_program
+    from pccx_flow.board.emulator.emulate import RTL_APPROXIMATIONS
+    from pccx_flow.board.program.files import check_words, read_program
     from pccx_flow.errors import InputError
     from pccx_flow.weights.checkpoint import open_checkpoint
 

@@ -36,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pccx_flow.board.isa import c_header, format_table
-    from pccx_flow.board.target import rules_table
+    from pccx_flow.board.isa.rtl_rules import rules_table
     from pccx_flow.cli.common import check_output_path
 
     if args.c_header is not None:

@@ -77,7 +77,7 @@ def add_issue_arg(p: argparse.ArgumentParser, default: str | None) -> None:
 
 
 def models_of(choice: str) -> tuple[str, ...]:
-    from pccx_flow.board.issue import MODELS
+    from pccx_flow.board.timing.issue import MODELS
 
     return MODELS if choice == "all" else (choice,)
 
@@ -216,7 +216,7 @@ def format_report(summaries: dict[str, dict], meta: dict, list_ms: int | None,
 def replay_report(program, profile, models, list_ms=None, list_profile=None, whole_step=True,
                   host_waits="fences"):  # fmt: skip
     """Replay `program` under `models`; returns (replays, summaries, text)."""
-    from pccx_flow.board.replay import replay_all, summary
+    from pccx_flow.board.timing.replay import replay_all, summary
 
     replays = replay_all(program, profile, models, host_waits)
     summaries = {m: summary(r) for m, r in replays.items()}
@@ -232,7 +232,7 @@ def print_step_replay(
     graph, schedule, profile, config, issue: str, memory: bool, whole_step: bool = True
 ) -> None:
     """`schedule --issue`: lower the scheduled step as `emit` does and print the replay."""
-    from pccx_flow.board.lower import lower
+    from pccx_flow.board.program.lower import lower
     from pccx_flow.errors import InputError
 
     if not memory:
@@ -245,7 +245,7 @@ def print_step_replay(
 
 
 def run(args: argparse.Namespace) -> int:
-    from pccx_flow.board.program import read_program
+    from pccx_flow.board.program.files import read_program
     from pccx_flow.hardware.profile import load_profile
 
     models = models_of(args.issue)
@@ -256,11 +256,11 @@ def run(args: argparse.Namespace) -> int:
         if out is not None:
             check_output_path(out)
     program = read_program(args.program)
-    from pccx_flow.board.program import check_words
+    from pccx_flow.board.program.files import check_words
 
     check_words(program)
     profile = load_profile(args.profile or program.meta.get("profile") or "v002-spec")
-    from pccx_flow.board.replay import check_replayable
+    from pccx_flow.board.timing.replay import check_replayable
 
     check_replayable(program, profile)
     layers = program_layers(program)
@@ -295,7 +295,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def write_traces(replays: dict, chrome: Path | None, pccx: Path | None, several: bool) -> None:
-    from pccx_flow.board.replay import replay_timeline
+    from pccx_flow.board.timing.replay import replay_timeline
     from pccx_flow.traces.chrome import write_timeline_chrome
     from pccx_flow.traces.pccx_file import write_pccx
 

@@ -440,7 +440,7 @@ def _stores_bf16(args) -> bool:
     """True when the emulator backend runs programs for a target that keeps BF16 in L2."""
     if args.backend != "emulator":
         return False
-    from pccx_flow.board.target import target_of
+    from pccx_flow.board.isa.target import target_of
     from pccx_flow.hardware.profile import load_profile
 
     return target_of(load_profile(args.profile or "v002-spec")).l2_dtype == "bfloat16"
@@ -449,7 +449,7 @@ def _stores_bf16(args) -> bool:
 def _emulator_backend(args, ckpt, policy) -> dict:
     """`generate`'s arguments for the emulator backend: per-position graphs scheduled by the
     L2-aware timeline, and the step function that lowers and emulates them."""
-    from pccx_flow.board.backend import EmulatorSteps, emulator_graphs
+    from pccx_flow.board.emulator.backend import EmulatorSteps, emulator_graphs
     from pccx_flow.hardware.profile import load_profile
 
     profile = load_profile(args.profile or "v002-spec")

@@ -48,7 +48,7 @@ class KVRounding:
 KV_ROW_TOLERANCE = 1e-3
 
 
-# BF16 storage (the as-built target, `pccx_flow.board.target`): every value an instruction
+# BF16 storage (the as-built target, `pccx_flow.board.isa.target`): every value an instruction
 # stores keeps 8 significant bits, a relative rounding of up to 2**-9 (0.2 %), and a tiny
 # step stores each activation 20-40 times along its longest chain (10 layers of norms,
 # projections, attention and the FFN). Against the float32 reference the errors add up to a

@@ -142,7 +142,7 @@ def generate(
     are passed to `execute` (fewer, larger tasks with the same numbers; float64 activations).
     ``run_step(graph, schedule, state, precision) -> logits``, when given, runs each step
     instead of `execute` and commits its KV rows into `state` (the emulator backend:
-    `pccx_flow.board.backend.EmulatorSteps`).
+    `pccx_flow.board.emulator.backend.EmulatorSteps`).
     """
     semantics = check_semantics(semantics)
     precision = check_precision(precision)

@@ -154,7 +154,7 @@ SCHEMA["issue"] = {
 }
 _NAMED_TABLES = {"sfu": "latency_cycles", "registers": "datamover_pages"}
 # [program]: how the hardware reads program words. Its fields are names, not numbers: the
-# lowering target (`pccx_flow.board.target`) and how the command FIFO hands words on.
+# lowering target (`pccx_flow.board.isa.target`) and how the command FIFO hands words on.
 PROGRAM_CHOICES: dict[str, tuple[str, ...]] = {
     "target": ("spec", "as-built"),
     "command_fifo": ("ideal", "paced", "reissue"),
@@ -271,7 +271,7 @@ class ProgramReading:
     """How this hardware reads program words (``[program]``, optional).
 
     ``target``: ``spec`` (the specification's reading) or ``as-built`` (the RTL's; see
-    `pccx_flow.board.target`). ``command_fifo``: ``ideal`` (one word decoded per clock as
+    `pccx_flow.board.isa.target`). ``command_fifo``: ``ideal`` (one word decoded per clock as
     written), ``paced`` (each word issued once, at most one per 2 cycles: the deployed
     build's AXIL_CMD_IN) or ``reissue`` (the public AXIL_CMD_IN, which decodes the last
     word again every cycle until the next write).

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pccx_flow.board.lower import lower
-from pccx_flow.board.target import row_align_for, target_of
+from pccx_flow.board.isa.target import row_align_for, target_of
+from pccx_flow.board.program.lower import lower
 from pccx_flow.graph.build import build_decode_graph
 from pccx_flow.hardware.profile import load_profile
 from pccx_flow.model.config import get_config

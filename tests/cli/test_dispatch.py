@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pccx_flow.board.program import read_program, write_program
+from pccx_flow.board.program.files import read_program, write_program
 from pccx_flow.cli.main import main
 
 PREFIX = "pccx-flow: error: "
@@ -39,7 +39,7 @@ def test_fake_device_run_prints_argmax_top_k_and_the_golden_verdict(emitted, cap
         capsys, prog, ckpt, "--fake-device", "--check-golden", str(gold), "--top-k", "3"
     )
     assert code == 0 and err == ""
-    from pccx_flow.board.check import default_tokens, emulate_against_reference
+    from pccx_flow.board.emulator.check import default_tokens, emulate_against_reference
 
     program = read_program(prog)
     want = emulate_against_reference(program, tiny_ckpt, default_tokens(4, tiny_ckpt.config.vocab))
@@ -164,7 +164,7 @@ def test_real_device_refusals_are_one_line(emitted, capsys, tmp_path):
 def test_a_board_run_warns_about_batches_without_cvo_before_opening_the_device(
     emitted, unmarked, capsys, tmp_path
 ):
-    from pccx_flow.board.bisect import bisect_programs
+    from pccx_flow.board.emulator.bisect import bisect_programs
 
     _, _, ckpt = emitted
     memcpy = next(s for s in bisect_programs(read_program(unmarked)) if s.name == "memcpy")
@@ -210,14 +210,14 @@ def test_a_reissuing_command_fifo_gets_a_marker_after_every_word(tmp_path, tiny_
     """The public AXIL_CMD_IN decodes the last word again until the next write: dispatch
     follows every word with a kick-marker word, and the fake device (modelling that FIFO)
     sees no word written while another is still being re-decoded."""
-    from pccx_flow.board.check import default_tokens, reference_prefix
-    from pccx_flow.board.cma import FileSource
-    from pccx_flow.board.device_model import DeviceModel
-    from pccx_flow.board.emulate import emulate
-    from pccx_flow.board.fake_device import FakeDevice
-    from pccx_flow.board.host_side import HostSide
-    from pccx_flow.board.regmap import board_registers
-    from pccx_flow.board.run_step import host_buffers, run_step
+    from pccx_flow.board.device.cma import FileSource
+    from pccx_flow.board.device.device_model import DeviceModel
+    from pccx_flow.board.device.fake_device import FakeDevice
+    from pccx_flow.board.device.host_side import HostSide
+    from pccx_flow.board.device.regmap import board_registers
+    from pccx_flow.board.device.run_step import host_buffers, run_step
+    from pccx_flow.board.emulator.check import default_tokens, reference_prefix
+    from pccx_flow.board.emulator.emulate import emulate
     from pccx_flow.execute.runtime import StepContext
     from pccx_flow.hardware.profile import load_profile
     from tests.board.conftest import lowered

@@ -156,7 +156,7 @@ def test_a_program_for_a_profile_file_replays_without_its_list_schedule(tmp_path
 def test_replay_rebuilds_the_list_schedule_emit_made(tmp_path):
     """The sidecar records the seed and the layers, so a seeded policy's list schedule is
     the one `emit` lowered (the replay compares its program against it)."""
-    from pccx_flow.board.program import read_program
+    from pccx_flow.board.program.files import read_program
     from pccx_flow.cli.replay import list_schedule_of, program_layers
 
     out = tmp_path / "r.prog"

@@ -1,0 +1,9 @@
+"""Past the device boundary: talking to a pccx v002 NPU (or the fake one) over UIO.
+
+Owns: the register map (`regmap`), the UIO window (`uio`), physically contiguous buffers
+(`cma`), the DDR image bytes (`ddr_image`), DataMover commands (`transfers`), batch
+dispatch (`dispatch`), one step end to end (`run_step`), the host's half of a step
+(`host_side`), L2 read-back (`readback`), golden checks (`golden_check`) and the fake
+device (`fake_device`, whose NPU model `device_model` runs the emulator). Imports `isa`,
+`program` and `emulator` of `pccx_flow.board`.
+"""

@@ -1,0 +1,202 @@
+"""Address assignment of the lowering: which L2 region holds each tensor, and when it frees.
+
+`Addresses` is a part of `pccx_flow.board.program.lower._Lowering` (it shares the lowering's
+state; the class that mixes it in sets ``self.g``, ``self.order``, ``self.pos``, ``self.t``,
+``self.l2``, ``self.readers``, ``self.done_upto`` and ``self.quarantine`` users). It finds
+each tensor's facts (size on the target, last reader, whether the NPU touches it, CVO
+window), groups multi-part operands into one contiguous region, aliases accm accumulators
+with their outputs, allocates regions (`pccx_flow.board.program.alloc`) and frees them after
+their last reader, keeping a region an unfenced instruction may still read in quarantine
+until the next fence.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from pccx_flow.board.isa import L2_WORD_BYTES, IsaError
+from pccx_flow.board.program.alloc import AllocationError, words_for
+from pccx_flow.board.program.tensors import operand_groups
+from pccx_flow.schedule.memory import HOST_OUTPUT_COPIES
+
+
+class Addresses:
+    """Tensor facts, regions, aliases and their release (see the module docstring)."""
+
+    def _tensor_facts(self) -> None:
+        g, pos = self.g, self.pos
+        self.info: dict[str, dict] = {}
+        self.last_use: dict[str, int] = {}
+        self.npu: set[str] = set()
+        self.low: set[str] = set()
+        self.offsets: dict[str, int] = {}  # tensor -> element offset when not 0 (`_offset`)
+        self.clean: set[str] = set()  # REDUCE_SUM results: nothing else in their word
+        for n in self.order:
+            d = g.nodes[n]
+            for t in d["outputs"]:
+                self.info[t["name"]] = t
+                self.last_use.setdefault(t["name"], pos[n])
+            for t in d["inputs"]:
+                self.info.setdefault(t["name"], t)
+                self.last_use[t["name"]] = max(self.last_use.get(t["name"], -1), pos[n])
+            if d["op"] == "MEMSET":
+                continue  # its value lives in a constant slot, not in L2
+            if d["op"] != "HOST":
+                # the logits read-back writes host memory only (the scheduler's rule)
+                to_host = d["op"] == "MEMCPY" and d.get("func") in HOST_OUTPUT_COPIES
+                for t in d["inputs"] + ([] if to_host else d["outputs"]):
+                    self.npu.add(t["name"])
+                    if d["op"] == "CVO":
+                        self.low.add(t["name"])
+        # Groups: an operand of several parts is one contiguous region, parts in order.
+        self.group_of: dict[str, tuple[str, ...]] = {}
+        self.split_operands = 0
+        for n in self.order:
+            d = g.nodes[n]
+            if d["op"] == "HOST":
+                continue
+            for operand in operand_groups(d):
+                if len(operand) < 2:
+                    continue
+                key = tuple(operand)
+                if any(self.group_of.get(p, key) != key for p in key):
+                    self.split_operands += 1  # parts already placed in another group
+                    continue
+                for p in key:
+                    self.group_of[p] = key
+        # GEMV with accm accumulates into its destination: its accumulator input and its
+        # output share one region when nothing else reads the accumulator (a chain of
+        # accm GEMVs then lives in the region of its last output).
+        n_readers: dict[str, int] = defaultdict(int)
+        for n in self.order:
+            for t in g.nodes[n]["inputs"]:
+                n_readers[t["name"]] += 1
+        self.alias: dict[str, str] = {}
+        self.accm_copies = 0
+        for n in self.order:
+            d = g.nodes[n]
+            if d["op"] != "GEMV" or not d["flags"].get("accm"):
+                continue
+            acc = operand_groups(d)[1]
+            out = d["outputs"][0]["name"]
+            if len(acc) == 1 and n_readers[acc[0]] == 1 and acc[0] not in self.group_of:
+                self.alias[acc[0]] = out
+            else:
+                self.accm_copies += 1
+        chain_last: dict[str, int] = {}
+        for t in self.last_use:
+            r = self.rep(t)
+            chain_last[r] = max(chain_last.get(r, -1), self.last_use[t])
+        self.chain_last = chain_last
+        for t in list(self.low):
+            self.low.add(self.rep(t))
+        self.region: dict[str, tuple[int, int]] = {}  # tensor -> (addr, words)
+        self.group_region: dict[tuple, int] = {}
+        self.writer: dict[str, tuple[int, str]] = {}  # tensor -> (word index, engine)
+        self.readers: dict[str, dict[str, int]] = defaultdict(dict)  # tensor -> engine -> word
+        self.free_at: dict[int, list] = defaultdict(list)  # position -> regions to free
+        # Regions whose tensors are dead but may still be read by an unfenced instruction:
+        # they go back to the free list at the next fence (so no overwrite needs its own fence).
+        self.quarantine: list[tuple[int, int]] = []
+
+    def _l2_bytes(self, name: str) -> int:
+        """Bytes tensor `name` takes in L2 on the target (BF16 activations as built)."""
+        t = self.info[name]
+        return self.t.tensor_bytes(t["shape"], t["dtype"])
+
+    def _offset(self, name: str) -> int:
+        """Element of its first word where tensor `name` starts: 0, except a REDUCE_SUM's
+        sum (element 7 as built, `Target.scalar_element`) and element-wise CVO results on
+        it, which keep its place (set by `_cvo`)."""
+        return self.offsets.get(name, 0)
+
+    def rep(self, name: str) -> str:
+        """The tensor whose region `name` lives in (itself unless it is an accm accumulator)."""
+        while name in self.alias:
+            name = self.alias[name]
+        return name
+
+    def _alloc(self, name: str, node: str, index: int) -> None:
+        if name in self.region or name not in self.npu:
+            return
+        r = self.rep(name)
+        if r != name:
+            self._alloc_rep(r, node, index)
+            self.region[name] = self.region[r]
+            return
+        self._alloc_rep(name, node, index)
+
+    def _alloc_rep(self, name: str, node: str, index: int) -> None:
+        if name in self.region:
+            return
+        key = self.group_of.get(name)
+        if key is not None:
+            if key not in self.group_region:
+                for p in key[:-1]:
+                    if self._l2_bytes(p) % L2_WORD_BYTES:
+                        raise IsaError(
+                            f"node {node}: part {p} of a multi-part operand does not fill whole "
+                            f"L2 words on target {self.t.name}, so the parts are not contiguous"
+                        )
+                sizes = [words_for(self._l2_bytes(p)) for p in key]
+                low = any(p in self.low for p in key)
+                addr = self._take(sum(sizes), low, name, node, index)
+                self.group_region[key] = addr
+                off = addr
+                for p, w in zip(key, sizes, strict=True):
+                    self.region[p] = (off, w)
+                    # each part's words are freed after that part's own last reader: a KV
+                    # tile grouped with the new row dies long before the row, which later
+                    # (KV-sharing) layers keep reading
+                    self.free_at[self.chain_last.get(p, self.last_use[p])].append((off, w, (p,)))
+                    off += w
+            return
+        w = words_for(self._l2_bytes(name))
+        addr = self._take(w, name in self.low, name, node, index)
+        self.region[name] = (addr, w)
+        self.free_at[self.chain_last[name]].append((addr, w, (name,)))
+
+    def _take(self, words: int, low: bool, name: str, node: str, index: int) -> int:
+        addr = self.l2.alloc(words, low=low)
+        if addr is None and self.quarantine:
+            self._fence("reclaim L2")
+            addr = self.l2.alloc(words, low=low)
+        if addr is None:
+            where = "CVO window" if low else "L2"
+            limit = self.l2.reach_words if low else self.l2.total_words
+            live = self.l2.live_below(limit)
+            raise AllocationError(
+                f"does not fit: tensor {name} ({words * 16} B) for instruction {index} "
+                f"(node {node}) needs {words} words of {where} but only "
+                f"{self.l2.largest_hole(limit)} contiguous of {limit} are free; "
+                f"{(live + words) * 16} B would be live there (L2 peak so far "
+                f"{self.l2.peak_words * 16} B) of {limit * 16} B on {self.profile.name} "
+                "(the schedule's bytes fit, their placement does not: try another policy, "
+                "or a larger L2)"
+            )
+        return addr
+
+    def _release(self, position: int) -> None:
+        for addr, w, names in self.free_at.pop(position, []):
+            readers: dict[str, int] = {}
+            for p in names:
+                for eng, word in self.readers.get(p, {}).items():
+                    readers[eng] = max(readers.get(eng, -1), word)
+            if any(self._pending(r) for r in readers.values()):
+                self.quarantine.append((addr, w))  # an engine may still read it
+            else:
+                self.l2.release(addr, w)
+
+    def _addr(self, name: str) -> int:
+        return self.region[name][0]
+
+    def _where(self, t: str) -> list:
+        """``[addr, words, elements, dtype]`` of a tensor in L2."""
+        addr, words = self.region[t]
+        return self._located([addr, words, math.prod(self.info[t]["shape"])], t)
+
+    def _located(self, head: list, t: str) -> list:
+        """`head` + the tensor's L2 dtype, + its element offset when it is not 0."""
+        out = [*head, self.t.tensor_dtype(self.info[t]["dtype"])]
+        return out + [self._offset(t)] if self._offset(t) else out

@@ -1,0 +1,114 @@
+"""The DDR image: where the checkpoint's tensors and the KV cache sit in one CMA buffer.
+
+The board holds the weights and the KV cache in one physically contiguous buffer in host
+DDR; GEMV tiles stream their rows from it through the weight ports (HP2/HP3) and KV rows move
+to and from L2 by MEMCPY. Layout, in checkpoint-manifest order, each region 4 KiB aligned:
+
+- an INT4 tensor: its packed nibbles ``[rows, cols/2]`` (row-major, as stored), then its
+  float32 row scales;
+- a float32 tensor: its values, row-major as stored;
+- the KV cache: for every cache layer, K then V, ``max_seq`` rows of ``kv_dim`` values in
+  the cache's element type (float16 by the specification, float32 under the ``gemma3n``
+  semantics, BF16 on the as-built target: `pccx_flow.board.isa.target`).
+
+>>> from pccx_flow.model.config import get_config
+>>> image = ddr_layout(get_config("tiny"))
+>>> image["total_bytes"] % 4096
+0
+"""
+
+from __future__ import annotations
+
+import math
+
+from pccx_flow.model.config import Gemma3nConfig
+from pccx_flow.model.tensors import tensor_manifest
+
+ALIGN = 4096
+
+
+def _align(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+KV_DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+
+
+def ddr_layout(config: Gemma3nConfig, kv_dtype: str = "float16") -> dict:
+    """Offsets and sizes of every checkpoint tensor and KV cache region (bytes)."""
+    if kv_dtype not in KV_DTYPE_BYTES:
+        raise ValueError(f"KV cache dtype {kv_dtype!r} is not one of {sorted(KV_DTYPE_BYTES)}")
+    tensors: dict[str, dict] = {}
+    off = 0
+    for spec in tensor_manifest(config):
+        if not spec.used:
+            continue
+        n = math.prod(spec.shape)
+        entry = {"offset": off, "shape": list(spec.shape), "storage": spec.storage}
+        if spec.storage == "int4":
+            entry["scale_offset"] = off + _align(n // 2)
+            entry["bytes"] = n // 2 + 4 * spec.shape[0]
+            off = _align(entry["scale_offset"] + 4 * spec.shape[0])
+        else:
+            entry["bytes"] = 4 * n
+            off = _align(off + 4 * n)
+        tensors[spec.key] = entry
+    weights_end = off
+    kv: dict[str, dict] = {}
+    row_bytes = config.kv_dim * KV_DTYPE_BYTES[kv_dtype]
+    for layer in range(config.n_kv_cache_layers):
+        for kind in ("k", "v"):
+            kv[f"{layer}.{kind}"] = {"offset": off, "rows": config.max_seq, "row_bytes": row_bytes}
+            off = _align(off + config.max_seq * row_bytes)
+    return {
+        "align": ALIGN,
+        "tensors": tensors,
+        "kv": kv,
+        "kv_dtype": kv_dtype,
+        "weights_bytes": weights_end,
+        "kv_bytes": off - weights_end,
+        "total_bytes": off,
+    }
+
+
+def weight_stream(image: dict, weight: dict, layout: str) -> dict:
+    """What the host programs into a weight-port DataMover for one GEMV tile.
+
+    ``out_in`` (INT4 or float32 stored ``[out, in]``): the tile's rows are one contiguous run
+    (plus a run of row scales for INT4). ``in_out`` (float32 stored ``[in, out]``): the tile is
+    a column block, one strided run per input row.
+    """
+    entry = image["tensors"][weight["key"]]
+    r0, r1 = weight["rows"]
+    shape = entry["shape"]
+    if entry["storage"] == "int4":
+        cols = shape[1]
+        c0, c1 = weight.get("cols", [0, cols])
+        return {
+            "key": weight["key"],
+            "offset": entry["offset"] + r0 * cols // 2 + c0 // 2,
+            "run_bytes": (c1 - c0) // 2,
+            "runs": r1 - r0,
+            "stride": cols // 2,
+            "scale_offset": entry["scale_offset"] + 4 * r0,
+            "scale_bytes": 4 * (r1 - r0),
+        }
+    if layout == "in_out":
+        n_out = shape[-1]
+        n_in = math.prod(shape[:-1])
+        return {
+            "key": weight["key"],
+            "offset": entry["offset"] + 4 * r0,
+            "run_bytes": 4 * (r1 - r0),
+            "runs": n_in,
+            "stride": 4 * n_out,
+        }
+    cols = math.prod(shape[1:]) if len(shape) > 1 else 1
+    c0, c1 = weight.get("cols", [0, cols])
+    return {
+        "key": weight["key"],
+        "offset": entry["offset"] + 4 * (r0 * cols + c0),
+        "run_bytes": 4 * (c1 - c0),
+        "runs": r1 - r0,
+        "stride": 4 * cols,
+    }

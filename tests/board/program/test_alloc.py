@@ -1,0 +1,57 @@
+"""The L2 free-list allocator and the constant-slot cache on small hand-made cases."""
+
+from __future__ import annotations
+
+from pccx_flow.board.program.alloc import L2Allocator, SlotCache, words_for
+
+
+def test_words_round_up_to_128_bit_words():
+    assert [words_for(n) for n in (0, 1, 16, 17, 64)] == [1, 1, 1, 2, 4]
+
+
+def test_low_requests_stay_inside_the_reach_and_large_ones_stack_from_the_top():
+    a = L2Allocator(total_words=160, reach_words=10)
+    assert a.alloc(6, low=True) == 0
+    assert a.alloc(5, low=True) is None  # 6 + 5 > reach 10, though L2 has room
+    assert a.alloc(30, low=False) == 130  # large (>= 1/16 of L2): the top
+    assert a.alloc(4, low=True) == 6
+    assert a.alloc(20, low=False) == 110  # large again: stacked under the first
+    assert a.live_words == 60 and a.peak_words == 60
+
+
+def test_small_ones_fill_from_the_bottom_and_leave_the_large_a_contiguous_hole():
+    """The two-ended heap: small regions never split the space the large ones need."""
+    a = L2Allocator(total_words=160, reach_words=160)
+    big = [a.alloc(40, low=False) for _ in range(3)]  # 120..160, 80..120, 40..80
+    assert big == [120, 80, 40]
+    small = [a.alloc(4, low=False) for _ in range(5)]  # first fit from 0 upward
+    assert small == [0, 4, 8, 12, 16]
+    a.release(80, 40)  # the middle tile dies: its whole hole is free again
+    assert a.alloc(40, low=False) == 80
+    for addr in small[::2]:
+        a.release(addr, 4)
+    assert a.alloc(4, low=False) == 0  # first fit reuses the lowest hole
+    a.release(0, 4)
+    for addr in (120, 80, 40, 4, 12):
+        a.release(addr, 40 if addr >= 40 else 4)
+    assert a.free == [[0, 160]] and a.live_words == 0 and a.peak_words == 140
+
+
+def test_slot_cache_reuses_values_and_evicts_the_least_recently_used():
+    c = SlotCache(n_slots=2)
+    assert c.lookup(("fmap_shape", 1, 2, 3), now=0) == (0, True, None)
+    assert c.lookup(("fmap_shape", 4, 5, 6), now=1) == (1, True, None)
+    assert c.lookup(("fmap_shape", 1, 2, 3), now=2) == (0, False, None)  # hit, refreshed
+    slot, new, evicted = c.lookup(("weight_shape", 7, 8, 9), now=3)
+    assert (slot, new, evicted) == (1, True, ("fmap_shape", 4, 5, 6))
+    assert (c.memsets, c.hits, c.evictions) == (3, 1, 1)
+
+
+def test_above_reach_keeps_small_regions_out_of_the_cvo_window_while_there_is_room():
+    a = L2Allocator(total_words=1600, reach_words=400, small="above-reach")  # large: >= 100
+    assert a.alloc(80, low=False) == 400  # small: first fit above the window
+    assert a.alloc(80, low=True) == 0  # the CVO's tensors keep the window
+    assert a.alloc(1000, low=False) == 600  # large: the top of the highest hole
+    assert a.alloc(90, low=False) == 480  # above the window while there is room ...
+    assert a.alloc(50, low=False) == 80  # ... then anywhere
+    assert a.largest_hole(below=400) == 270 and a.live_below(400) == 130

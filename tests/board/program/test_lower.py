@@ -1,0 +1,258 @@
+"""Lowering a scheduled tiny step: one word per NPU node, batches, fences, L2, slots."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+
+import pytest
+
+from pccx_flow.board.isa import KICK_MARKER, decode, memcpy_length_words
+from pccx_flow.board.program.alloc import AllocationError
+from pccx_flow.board.program.lower import lower
+from pccx_flow.graph.nodes import OP_LANE
+from pccx_flow.model.config import get_config
+
+
+def test_one_word_per_npu_node_and_counts_match_the_graph(tiny_program):
+    graph, _, _, prog = tiny_program
+    npu = {n: d["op"] for n, d in graph.nodes(data=True) if d["op"] != "HOST"}
+    words = [(i, prog.nodes[i]) for i, r in enumerate(prog.roles) if r == "node"]
+    assert sorted(n for _, n in words) == sorted(npu)
+    for i, n in words:
+        assert decode(prog.words[i]).op == npu[n]
+    assert prog.summary["by_opcode"] == dict(sorted(Counter(npu.values()).items()))
+    hosts = [s["node"] for s in prog.steps if s["kind"] == "host"]
+    assert sorted(hosts) == sorted(n for n, d in graph.nodes(data=True) if d["op"] == "HOST")
+
+
+def test_batches_hold_at_most_eight_words_and_end_with_a_kick(tiny_program):
+    _, _, profile, prog = tiny_program
+    batches = [s for s in prog.steps if s["kind"] == "batch"]
+    covered = []
+    for b in batches:
+        assert prog.words[b["end"] - 1] == KICK_MARKER
+        assert 1 <= b["end"] - 1 - b["start"] <= profile.registers.max_batch
+        covered.extend(range(b["start"], b["end"]))
+    assert covered == list(range(len(prog.words)))
+    assert sum(w == KICK_MARKER for w in prog.words) == len(batches)
+
+
+def _epochs(prog):
+    """Fence count before each word and before each host step (independent of the lowering)."""
+    fences = 0
+    word_epoch, host_epoch = {}, {}
+    for s in prog.steps:
+        if s["kind"] == "fence":
+            fences += 1
+        elif s["kind"] == "batch":
+            for i in range(s["start"], s["end"]):
+                word_epoch[i] = fences
+        else:
+            host_epoch[s["node"]] = fences
+    return word_epoch, host_epoch, fences
+
+
+def test_every_cross_engine_dependency_is_fenced(tiny_program):
+    graph, _, _, prog = tiny_program
+    word_of = {prog.nodes[i]: i for i, r in enumerate(prog.roles) if r == "node"}
+    word_epoch, host_epoch, total = _epochs(prog)
+    for u, v in graph.edges:
+        du, dv = graph.nodes[u], graph.nodes[v]
+        if du["op"] == "HOST":
+            continue  # host steps finish before the driver issues anything after them
+        eu = word_epoch[word_of[u]]
+        if dv["op"] == "HOST":
+            assert host_epoch[v] > eu, (u, v)
+        elif OP_LANE[du["op"]] != OP_LANE[dv["op"]]:
+            assert word_epoch[word_of[v]] > eu, (u, v)
+        else:
+            assert word_of[v] > word_of[u], (u, v)  # same engine: in-order issue
+    assert prog.steps[-1]["kind"] == "fence" and total == prog.summary["fences"]
+
+
+def test_l2_regions_of_live_tensors_never_overlap(tiny_program):
+    graph, schedule, profile, prog = tiny_program
+    order = {s.node: i for i, s in enumerate(schedule.order())}
+    born, dies = {}, {}
+    for n, d in graph.nodes(data=True):
+        for t in d["outputs"]:
+            born[t["name"]] = order[n]
+            dies.setdefault(t["name"], order[n])
+        for t in d["inputs"]:
+            dies[t["name"]] = max(dies.get(t["name"], -1), order[n])
+    regions = sorted(
+        (r["addr"], r["addr"] + r["words"], t) for t, r in prog.l2.items() if "parts" not in r
+    )
+    total = profile.memory.l2_bytes // 16
+    for a, b, _ in regions:
+        assert 0 <= a < b <= total
+    for i, (_, b, t) in enumerate(regions):
+        for a2, _, t2 in regions[i + 1 :]:
+            if a2 >= b:
+                break
+            # overlapping regions: lifetimes must be disjoint, except that a GEMV with accm
+            # writes its output into its accumulator's region (same region, back to back)
+            same = prog.l2[t] == prog.l2[t2]
+            if same and (dies[t] == born[t2] or dies[t2] == born[t]):
+                continue
+            assert dies[t] < born[t2] or dies[t2] < born[t], (t, t2)
+
+
+def test_cvo_operands_lie_within_the_sfu_reach(tiny_program):
+    graph, _, profile, prog = tiny_program
+    reach = profile.sfu.l2_reach_bytes // 16
+    for i, ops in prog.operands.items():
+        if decode(prog.words[i]).op != "CVO":
+            continue
+        for addr, words, *_ in list(ops["inputs"].values()) + list(ops["outputs"].values()):
+            assert addr + words <= reach, prog.nodes[i]
+
+
+def test_constant_slots_and_memsets(tiny_program):
+    _, _, _, prog = tiny_program
+    assert 0 < prog.summary["slots_used"] <= 64
+    inserted = [i for i, r in enumerate(prog.roles) if r == "slot"]
+    assert len(inserted) == prog.summary["slot_memsets"]
+    for i in inserted:
+        ins = decode(prog.words[i])
+        assert ins.op == "MEMSET"
+    # every GEMV points at slots written before it
+    written = {}
+    for i, w in enumerate(prog.words):
+        if w == KICK_MARKER:
+            continue
+        ins = decode(w)
+        if ins.op == "MEMSET":
+            written[ins.fields["slot"]] = i
+        elif ins.op == "GEMV":
+            assert ins.fields["size_ptr"] in written and ins.fields["shape_ptr"] in written
+
+
+def test_gemv_tiles_stream_from_the_ddr_image(tiny_program):
+    graph, _, _, prog = tiny_program
+    total = prog.ddr["total_bytes"]
+    for i, stream in prog.streams.items():
+        node = graph.nodes[prog.nodes[i]]
+        if node["weight"] and node["op"] == "GEMV":
+            w = stream["weight"]
+            assert w["key"] == node["weight"]["key"]
+            assert w["offset"] >= 0 and w["offset"] + w["runs"] * w["stride"] <= total
+
+
+def test_a_program_that_does_not_fit_fails_in_one_line(tiny_program):
+    graph, schedule, profile, _ = tiny_program
+    small = dataclasses.replace(profile, memory=dataclasses.replace(profile.memory, l2_bytes=2048))
+    with pytest.raises(AllocationError) as info:
+        lower(graph, schedule, small, get_config("tiny"))
+    msg = str(info.value)
+    assert "\n" not in msg
+    assert msg.startswith("does not fit: tensor ") and "instruction" in msg and "peak" in msg
+
+
+def test_a_kv_tile_grouped_with_the_new_row_is_freed_after_its_own_last_reader():
+    """A key tile and this step's row are one operand (one region), but later KV-sharing
+    layers keep reading the row: the tile's words must come back when the tile dies, not
+    when the row does (else a long context's tiles pile up in L2)."""
+    from tests.board.conftest import lowered_graph
+
+    graph, schedule, _, prog = lowered_graph(position=19, tile_rows=8)
+    order = {s.node: i for i, s in enumerate(schedule.order())}
+    born, dies = {}, {}
+    for n, d in graph.nodes(data=True):
+        for t in d["outputs"]:
+            born[t["name"]] = order[n]
+        for t in d["inputs"]:
+            dies[t["name"]] = max(dies.get(t["name"], -1), order[n])
+    groups = [r["parts"] for r in prog.l2.values() if "parts" in r]
+    shared = [
+        p for p in groups
+        if len(p) == 2 and graph.nodes[p[0]]["kernel"] == "kv_read" and dies[p[1]] > dies[p[0]]
+    ]  # fmt: skip
+    assert shared, "no key tile grouped with a longer-lived new row at this size"
+    reused = 0
+    for tile, row in shared:
+        a, w = prog.l2[tile]["addr"], prog.l2[tile]["words"]
+        reused += any(
+            r["addr"] < a + w and a < r["addr"] + r["words"]
+            and dies[tile] < born.get(t, -1) < dies[row]
+            for t, r in prog.l2.items() if "parts" not in r and t not in (tile, row)
+        )  # fmt: skip
+    assert reused > 0
+
+
+def test_host_steps_reach_l2_only_through_memcpy_words(tiny_program):
+    """Every L2 tensor a host step reads is copied out (fenced) before it; every result an
+    instruction reads is copied in after it; the MEMCPY words name the right L2 words."""
+    graph, _, _, prog = tiny_program
+    word_epoch, host_epoch, _ = _epochs(prog)
+    slots, copy_out, copy_in = {}, {}, {}
+    for i, w in enumerate(prog.words):
+        if w == KICK_MARKER:
+            continue
+        ins = decode(w)
+        f = ins.fields
+        if ins.op == "MEMSET":
+            slots[f["slot"]] = (f["a"], f["b"], f["c"])
+        if prog.roles[i] != "host_io":
+            continue
+        assert ins.op == "MEMCPY"
+        s = prog.streams[i]
+        place = prog.l2[s["tensor"]]
+        assert memcpy_length_words(*slots[f["shape_ptr"]]) == place["words"]
+        assert s["bytes"] == place["words"] * 16
+        if s["kind"] == "host_read":
+            assert (f["from_device"], f["to_device"], f["src"]) == (0, 1, place["addr"])
+            copy_out.setdefault(s["tensor"], i)
+        else:
+            assert (f["from_device"], f["to_device"], f["dest"]) == (1, 0, place["addr"])
+            copy_in[s["tensor"]] = i
+    host_at = {}  # host node -> number of words issued before it
+    issued = 0
+    for st in prog.steps:
+        if st["kind"] == "batch":
+            issued = st["end"]
+        elif st["kind"] == "host":
+            host_at[st["node"]] = issued
+            assert "reads" not in st and "writes" not in st  # no direct L2 access
+    checked = 0
+    for n, d in graph.nodes(data=True):
+        if d["op"] != "HOST":
+            continue
+        for u in graph.predecessors(n):
+            du = graph.nodes[u]
+            to_host = du["op"] == "MEMCPY" and du.get("func") == "logits_readback"
+            if du["op"] in ("HOST", "MEMSET") or to_host:
+                continue
+            for t in du["outputs"]:
+                if any(t["name"] == x["name"] for x in d["inputs"]):
+                    assert word_epoch[copy_out[t["name"]]] < host_epoch[n], (u, n)
+                    checked += 1
+        for v in graph.successors(n):
+            if graph.nodes[v]["op"] in ("HOST",):
+                continue
+            for t in d["outputs"]:
+                if any(t["name"] == x["name"] for x in graph.nodes[v]["inputs"]):
+                    assert copy_in[t["name"]] >= host_at[n], (n, v)
+                    checked += 1
+    assert checked > 0 and prog.summary["host_copies_out"] == len(copy_out)
+
+
+def test_every_batch_ends_with_a_cvo_so_the_rtl_raises_done(tiny_program):
+    graph, schedule, profile, prog = tiny_program
+    scratch = prog.l2["done.scratch"]["addr"]
+    for s in prog.steps:
+        if s["kind"] != "batch":
+            continue
+        body = prog.words[s["start"] : s["end"] - 1]
+        assert 0 < len(body) <= profile.registers.max_batch
+        assert decode(body[-1]).op == "CVO"
+    markers = [i for i, r in enumerate(prog.roles) if r == "done"]
+    assert len(markers) == prog.summary["done_markers"] > 0
+    for i in markers:
+        f = decode(prog.words[i]).fields
+        assert (f["src"], f["dst"], f["length"]) == (scratch, scratch, 1)
+        assert decode(prog.words[i - 1]).op != "CVO"  # only where the batch lacked one
+    bare = lower(graph, schedule, profile, get_config("tiny"), done_markers=False)
+    assert "done" not in bare.roles and "done.scratch" not in bare.l2
+    assert bare.summary["instructions"] == prog.summary["instructions"]
