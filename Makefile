@@ -1,5 +1,6 @@
 # Two entry points (see README): `make run` and `make test`. Both create ./.venv, install the
-# project into it, and install Debian's graphviz when `dot` is missing.
+# project into it, and install Debian's graphviz when `dot` is missing. `make docs` builds the
+# documentation site (part of `make test`: a warning fails it).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -9,7 +10,7 @@ export OPENBLAS_NUM_THREADS ?= 1
 export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 
-.PHONY: run test bench lint system-deps browser-deps clean
+.PHONY: run test docs bench lint system-deps browser-deps clean
 
 system-deps:
 	@command -v dot >/dev/null 2>&1 || { \
@@ -42,12 +43,16 @@ $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 run: system-deps $(VENV)/.run-installed
 	$(BIN)/pccx-flow schedule --policy critical-path
 
+docs: $(VENV)/.test-installed
+	$(BIN)/mkdocs build --strict --quiet
+
 test: system-deps browser-deps $(VENV)/.test-installed
 	$(BIN)/ruff check pccx_flow tests benchmarks schedulers dashboards
-	$(BIN)/python -m pytest -q
+	$(BIN)/mkdocs build --strict --quiet
+	$(BIN)/python -m pytest -q -n auto
 
 bench: system-deps $(VENV)/.test-installed
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis site

@@ -1,6 +1,7 @@
-"""Keep the command outputs the README quotes equal to what the commands print today.
+"""Keep the command outputs README.md and the docs pages quote equal to what the commands print.
 
-A quoted output in README.md is a fenced block right after a marker line::
+A quoted output in README.md or a page under docs/ is a fenced block right after a marker
+line::
 
     <!-- command: pccx-flow schedule --policy critical-path -->
     ```
@@ -12,9 +13,11 @@ carry this machine's wall times (``(scheduled in 0.16 s ...``) are left out of b
 
     python benchmarks/readme_commands.py            # check: exit 1 and a diff on a mismatch
     python benchmarks/readme_commands.py --update   # rewrite the blocks from fresh runs
+    python benchmarks/readme_commands.py --readme docs/board-programs.md   # one page
 
-The test suite runs the check (`tests/test_readme.py`), so a number the README quotes from
-a command cannot drift from what the command prints.
+The test suite runs the check (`tests/test_readme.py`), so a number a page quotes from a
+command cannot drift from what the command prints. A command quoted on several pages runs
+once.
 """
 
 from __future__ import annotations
@@ -28,7 +31,13 @@ import shlex
 import sys
 from pathlib import Path
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+
+
+def pages() -> list[Path]:
+    """README.md and every page of the documentation site."""
+    return [README, *sorted((ROOT / "docs").glob("*.md"))]
 MARKER = re.compile(r"^<!-- command: (?P<cmd>.+?)(?: \| lines: (?P<lines>.+?))? -->$")
 WALL_TIME = re.compile(r"of wall time on this machine|^\s*\d+\s+\d+\.\d{3}\s+\d+\.\d{3}\b")
 
@@ -72,31 +81,51 @@ def blocks(readme: list[str]):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--update", action="store_true", help="rewrite the quoted blocks")
-    parser.add_argument("--readme", type=Path, default=README)
+    parser.add_argument(
+        "--readme",
+        type=Path,
+        action="append",
+        help="a page to check (repeatable; default: README.md and docs/*.md)",
+    )
+    parser.add_argument("--command", help="check only the blocks quoting this command")
+    parser.add_argument("--list", action="store_true", help="print each quoted command once")
     args = parser.parse_args(argv)
-    readme = args.readme.read_text(encoding="utf-8").splitlines()
-    found = list(blocks(readme))
-    if not found:
-        print("no quoted command blocks in the README", file=sys.stderr)
-        return 1
-    bad = 0
-    for _, cmd, lines, start, end in reversed(found):
-        fresh = quoted(run_command(cmd), lines)
-        if args.update:
-            readme[start:end] = fresh
-            continue
-        have = [line.rstrip() for line in readme[start:end] if not WALL_TIME.search(line)]
-        if have != fresh:
-            bad += 1
-            print(f"README quotes an outdated output of: {cmd}")
-            sys.stdout.writelines(
-                line + "\n" for line in difflib.unified_diff(have, fresh, "README", "now", n=1)
-            )
-    if args.update:
-        args.readme.write_text("\n".join(readme) + "\n", encoding="utf-8")
-        print(f"rewrote {len(found)} quoted outputs in {args.readme}")
+    if args.list:
+        seen = dict.fromkeys(
+            cmd for page in args.readme or pages()
+            for _, cmd, _, _, _ in blocks(page.read_text(encoding="utf-8").splitlines())
+        )  # fmt: skip
+        print("\n".join(seen))
         return 0
-    print(f"{len(found) - bad} of {len(found)} quoted outputs match what the commands print")
+    outputs: dict[str, str] = {}  # a command quoted on several pages runs once
+    total = bad = 0
+    for page in args.readme or pages():
+        text = page.read_text(encoding="utf-8").splitlines()
+        found = [f for f in blocks(text) if args.command in (None, f[1])]
+        total += len(found)
+        for _, cmd, lines, start, end in reversed(found):
+            if cmd not in outputs:
+                outputs[cmd] = run_command(cmd)
+            fresh = quoted(outputs[cmd], lines)
+            if args.update:
+                text[start:end] = fresh
+                continue
+            have = [line.rstrip() for line in text[start:end] if not WALL_TIME.search(line)]
+            if have != fresh:
+                bad += 1
+                print(f"{page.name} quotes an outdated output of: {cmd}")
+                sys.stdout.writelines(
+                    line + "\n" for line in difflib.unified_diff(have, fresh, page.name, "now", n=1)
+                )
+        if args.update and found:
+            page.write_text("\n".join(text) + "\n", encoding="utf-8")
+            print(f"rewrote {len(found)} quoted outputs in {page}")
+    if not total:
+        print("no quoted command blocks on the pages", file=sys.stderr)
+        return 1
+    if args.update:
+        return 0
+    print(f"{total - bad} of {total} quoted outputs match what the commands print")
     return 1 if bad else 0
 
 

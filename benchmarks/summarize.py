@@ -1,9 +1,11 @@
-"""Print the benchmark results in `benchmarks/results/*.json` as the README's markdown tables.
+"""Print the benchmark results in `benchmarks/results/*.json` as markdown tables.
 
-The README quotes exactly what this prints, so every number there traces back to a file a
-benchmark wrote:
+The docs' Benchmarks page (docs/benchmarks.md) holds exactly what this prints between its
+markers, so every number there traces back to a file a benchmark wrote:
 
-    python benchmarks/summarize.py
+    python benchmarks/summarize.py                 # print every table
+    python benchmarks/summarize.py replay          # one section
+    python benchmarks/summarize.py --write         # rewrite the page's tables
 """
 
 from __future__ import annotations
@@ -471,7 +473,21 @@ SECTIONS = {
 }
 
 
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+BEGIN, END = "<!-- benchmarks:begin -->", "<!-- benchmarks:end -->"
+
+
+def write_page(text: str, page: Path = PAGE) -> None:
+    """Put `text` between the benchmark markers of the docs' Benchmarks page."""
+    body = page.read_text(encoding="utf-8")
+    head, rest = body.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    page.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}", encoding="utf-8")
+
+
 def main(argv: list[str]) -> int:
+    write = "--write" in argv
+    argv = [a for a in argv if a != "--write"]
     parts = []
     for name in argv or list(SECTIONS):
         data = _load(name)
@@ -479,7 +495,12 @@ def main(argv: list[str]) -> int:
             parts.append(f"*(no results/{name}.json yet: run benchmarks/bench_{name}.py)*")
         else:
             parts.append(SECTIONS[name](data))
-    print("\n\n".join(parts))
+    text = "\n\n".join(parts)
+    if write:
+        write_page(text)
+        print(f"wrote the tables into {PAGE}")
+    else:
+        print(text)
     return 0
 
 
