@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -12,11 +13,22 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def checker():
+    """benchmarks/readme_commands.py as a module (it runs the quoted commands in-process)."""
+    spec = importlib.util.spec_from_file_location(
+        "readme_commands", ROOT / "benchmarks" / "readme_commands.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def quoted_commands() -> list[str]:
-    script = ROOT / "benchmarks" / "readme_commands.py"
-    done = subprocess.run([sys.executable, str(script), "--list"], capture_output=True,
-                          text=True, timeout=120, check=True)  # fmt: skip
-    return done.stdout.splitlines()
+    found = []
+    for page in checker().pages():
+        lines = page.read_text(encoding="utf-8").splitlines()
+        found += [cmd for _, cmd, _, _, _ in checker().blocks(lines)]
+    return list(dict.fromkeys(found))
 
 
 COMMANDS = quoted_commands()
@@ -28,17 +40,14 @@ def test_the_pages_quote_commands():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("command", COMMANDS)
-def test_the_pages_quote_what_each_command_prints(command):
+def test_the_pages_quote_what_each_command_prints(command, capsys):
     """One case per quoted command (E4B ones take seconds), so the suite's workers share
     them; each case checks every block on README.md and docs/*.md that quotes it."""
-    script = ROOT / "benchmarks" / "readme_commands.py"
-    done = subprocess.run(
-        [sys.executable, str(script), "--command", command],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    match = re.search(r"(\d+) of (\d+) quoted outputs match", done.stdout)
-    assert match and match[1] == match[2] and int(match[1]) >= 1, done.stdout
+    code = checker().main(["--command", command])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    match = re.search(r"(\d+) of (\d+) quoted outputs match", out)
+    assert match and match[1] == match[2] and int(match[1]) >= 1, out
 
 
 def test_a_stale_quote_is_caught(tmp_path):

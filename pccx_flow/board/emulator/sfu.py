@@ -7,7 +7,8 @@ whole words through the bridge's serialiser (`L2Access.write_bridge`), and refus
 bridge cannot run: length 0, more than 2,048 results, a 13-bit word count overflow.
 
 Numerics: ``spec`` computes each function in the specification's math; ``rtl`` replaces the
-functions the RTL approximates (`RTL_APPROXIMATIONS`).
+functions the RTL approximates (`RTL_APPROXIMATIONS`), and on an as-built program runs the
+SFU's own BF16 arithmetic (`RTL_SFU`, `pccx_flow.board.emulator.sfu_rtl`).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import math
 
 import numpy as np
 
+from pccx_flow.board.emulator import sfu_rtl
 from pccx_flow.board.emulator.l2 import UNITS_PER_WORD, units_of
-from pccx_flow.board.isa import CVO_FLAGS, CVO_FUNCS
+from pccx_flow.board.isa import CVO_FLAGS, CVO_FUNCS, bf16
 
 NUMERICS = ("spec", "rtl")
 _CVO_NAMES = {v: k for k, v in CVO_FUNCS.items()}
@@ -29,6 +31,10 @@ RTL_APPROXIMATIONS = {
     "SIN": "CORDIC input saturates at +-4 rad: sin(clip(x, -4, 4)) (pccx-v002.md §4)",
     "COS": "CORDIC input saturates at +-4 rad: cos(clip(x, -4, 4)) (pccx-v002.md §4)",
 }
+# On an as-built program ``rtl`` numerics run these CVO functions through the SFU's own BF16
+# arithmetic as CVO_sfu_unit.sv computes it (`pccx_flow.board.emulator.sfu_rtl`, checked
+# against the RTL under Verilator); SIN and COS (the CORDIC unit) keep the model above.
+RTL_SFU = ("EXP", "SQRT", "RECIP", "GELU", "SCALE", "REDUCE_SUM")
 
 
 class CvoUnit:
@@ -57,11 +63,33 @@ class CvoUnit:
             second = F(self._read_operand(i, inputs[-1], "sfu")[0])
         # as built the word's padding elements go through the function too (RECIP of a zero)
         with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-            y = np.asarray(self._function(func, flags, x, second, extra), dtype=F)
+            if as_built and self.numerics == "rtl" and func in RTL_SFU:
+                y = self._sfu_rtl(func, flags, x, second, extra)
+            else:
+                y = np.asarray(self._function(func, flags, x, second, extra), dtype=F)
         if as_built:
             self.write_bridge(dst, y)
         else:
             self.write(dst, y, dtype)
+
+    def _sfu_rtl(self, func: str, flags: set, x, second, extra: dict) -> np.ndarray:
+        """The as-built SFU's own BF16 arithmetic (`pccx_flow.board.emulator.sfu_rtl`).
+
+        Where the RTL takes an operand from somewhere no program controls (EXP's e_max,
+        SCALE's scalar: `rtl_rules.GAPS`) the sidecar's value is used, rounded to BF16, and
+        each SCALE gets its own scalar."""
+        if func == "EXP" and "sub_emax" in flags:
+            x = bf16.round_bf16(np.asarray(x, dtype=np.float32) - np.float32(second))
+        bits = bf16.to_bits(np.asarray(x, dtype=np.float32))
+        scalar = None
+        if func == "SCALE":
+            if "scalar_slot" in extra:
+                value = self._scalar(extra["scalar_slot"], extra["scalar"])
+            else:
+                value = second
+            scalar = int(bf16.to_bits(np.array([value], dtype=np.float32))[0])
+        out = sfu_rtl.apply(func, bits, scalar=scalar, recip="recip_scale" in flags)
+        return bf16.from_bits(out).astype(self.F)
 
     def _check_bridge(self, n: int, results: int) -> None:
         """What the as-built bridge cannot run (mem_CVO_stream_bridge.sv)."""

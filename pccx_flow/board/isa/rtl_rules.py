@@ -166,6 +166,18 @@ GAPS: tuple[Gap, ...] = (
         "takes the scalar from the operand (or constant slot) the sidecar names",
     ),
     Gap(
+        "SFU arithmetic",
+        "CVO_sfu_unit.sv computes in BF16 with truncating helpers; its bf16_add normalises one "
+        "bit off (1 + 1 = 1.5; REDUCE_SUM, RECIP and GELU use it), its EXP shifts the "
+        "mantissa out of a 16-bit word (EXP(0.5) = EXP(2) = 1.0), GELU pairs x[k-2] with "
+        "sigmoid(1.702 x[k]) in a stream (a 10-stage x delay against 8 registers) and "
+        "consecutive SCALEs keep the first one's scalar; each checked against the RTL under "
+        "Verilator",
+        "spec numerics: each function exact, its result rounded to BF16; rtl numerics: the "
+        "SFU's own arithmetic bit for bit (pccx_flow.board.emulator.sfu_rtl), GELU paired "
+        "with its own x",
+    ),
+    Gap(
         "EXP sub_emax",
         "CVO_top's IN_e_max is the GEMM normalizer's column-0 exponent "
         "(pccx_npu_top.sv cvo_emax_bf16), not a value in L2",

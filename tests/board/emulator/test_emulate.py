@@ -9,6 +9,7 @@ same earlier KV rows. float64: logits within 1e-9 and identical KV rows; float32
 from __future__ import annotations
 
 import copy
+import re
 
 import numpy as np
 import pytest
@@ -139,3 +140,12 @@ def test_emulate_command(tiny_ckpt_dir, tmp_path, capsys):
     assert "agrees" in text and "rtl numerics: max |logit drift|" in text and "GELU" in text
     assert main([*args, "--profile", "v002-as-built"]) == 2
     assert "lowered for profile 'v002-spec'" in capsys.readouterr().err
+    ab = tmp_path / "ab.prog"
+    emit = ["emit", "--preset", "tiny", "--position", "2", "--profile", "v002-as-built"]
+    assert main([*emit, "-o", str(ab)]) == 0
+    capsys.readouterr()
+    assert main(["emulate", str(ab), "--weights", str(tiny_ckpt_dir), "--numerics", "rtl"]) == 0
+    text = capsys.readouterr().out
+    found = re.search(r"(\d+) of (\d+) logits at the softcap, (\d+) not finite", text)
+    assert "the as-built SFU's own BF16 arithmetic" in text and found
+    assert int(found[1]) > int(found[2]) // 2
