@@ -86,7 +86,7 @@ BOARD_ROOMS = {
     "program": {"isa"},
     "emulator": {"isa", "program"},
     "timing": {"isa", "program"},
-    "device": {"isa", "program", "emulator"},
+    "device": {"isa", "program", "emulator", "timing"},
 }
 
 

@@ -12,6 +12,7 @@ keeps it so):
 - `timing`: what a program's words cost under the issue models (footprints, hazards,
   replay). Imports `isa`, `program`.
 - `device`: everything past the device boundary: the register map, UIO, CMA buffers,
-  DataMover commands, dispatch, the host's half of a step, L2 read-back and the fake
-  device (whose model is the emulator). Imports `isa`, `program`, `emulator`.
+  DataMover commands, dispatch, the host's half of a step, L2 read-back, a step run piece
+  by piece (`session`) and the fake device (whose model is the emulator, and whose batch
+  times are the timing replay's). Imports `isa`, `program`, `emulator`, `timing`.
 """

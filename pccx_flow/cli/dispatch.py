@@ -18,6 +18,8 @@ EPILOG = """examples:
   pccx-flow emit --preset tiny --bisect bring-up/ --weights ckpt/
   sudo pccx-flow dispatch bring-up/1-memcpy.prog --weights ckpt/    # on a KV260
   sudo pccx-flow dispatch step.prog --weights ckpt/ --check-golden gold/
+  pccx-flow dispatch p0.prog p1.prog p2.prog --weights ckpt/ --fake-cluster 3
+  pccx-flow dispatch p*.prog --weights ckpt/ --scheduler tcp://127.0.0.1:8786   # NPU workers
 
 On a board: finds the NPU's /dev/uioN by UIO name (or --device), maps its register window
 with the profile's register map, allocates the DDR image and the activation buffer from
@@ -35,7 +37,13 @@ injects a fault (never-done, dma-error, disappear, silent: at kick N with @N, de
 first kick with DataMover commands; corrupt@I: a wrong L2 value after instruction I), and
 DONE comes only from batches with a CVO, as from today's RTL (--fake-done-rule every-batch:
 from every batch, to rehearse a program emitted with --no-done-markers).
-Exit 0 on success; a fault prints one line naming batch, instruction and node, exit 2."""
+Exit 0 on success; a fault prints one line naming batch, instruction and node, exit 2.
+
+Several programs (or --scheduler / --fake-cluster) run as one Dask task each on whichever
+NPU worker is free (worker resource npu=1). A worker that dies takes its task with it and
+the scheduler runs it again on another; a device that fails is reported and its program
+run again on another worker (--attempts). Prints one line per program and every loss;
+exit 2 when a program could not be run."""
 
 FAULTS = ("never-done", "dma-error", "disappear", "silent", "corrupt")
 
@@ -50,7 +58,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("program", type=Path, metavar="PROGRAM", help="program file from emit")
+    p.add_argument(
+        "program",
+        type=Path,
+        nargs="+",
+        metavar="PROGRAM",
+        help="program file from emit (several: spread over a cluster's NPU workers)",
+    )
     p.add_argument("--weights", type=Path, required=True, metavar="DIR", help="checkpoint folder")
     p.add_argument(
         "--device",
@@ -99,6 +113,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="after each batch read L2 back (MEMCPY L2->host batches) and compare it with"
         " emit --golden's words; names the first divergent instruction",
+    )
+    c = p.add_argument_group("a cluster of boards (several programs, one task each)")
+    c.add_argument(
+        "--scheduler",
+        metavar="ADDR",
+        help="run the programs on the NPU workers of this Dask cluster (workers started with "
+        "--resources npu=1 --preload pccx_flow.cluster.npu_worker)",
+    )
+    c.add_argument(
+        "--fake-cluster",
+        type=int_in(1, 64),
+        metavar="N",
+        help="start N local worker processes with a fake NPU each and run the programs there",
+    )
+    c.add_argument(
+        "--attempts",
+        type=int_in(1, 10),
+        default=2,
+        metavar="K",
+        help="runs of a program whose device fails before it is given up (default: 2)",
     )
     g = p.add_argument_group("rehearsal without a board (test aids, not a board run)")
     g.add_argument(
@@ -174,6 +208,11 @@ def run(args: argparse.Namespace) -> int:
     from pccx_flow.hardware.profile import load_profile
     from pccx_flow.weights.checkpoint import open_checkpoint
 
+    if args.scheduler or args.fake_cluster or len(args.program) > 1:
+        from pccx_flow.cli.dispatch_sweep import run_sweep
+
+        return run_sweep(args)
+    args.program = args.program[0]
     if args.fake_device and args.device is not None:
         raise InputError("give --device or --fake-device, not both")
     if not args.fake_device and (args.fake_fault or args.fake_done_rule):
@@ -298,24 +337,18 @@ def _run_fake(
     args, program, regs, weights, k_past, v_past, ctx, tokens, fault, golden, folder: Path
 ) -> int:
     from pccx_flow.board.device.cma import FileSource
-    from pccx_flow.board.device.device_model import DeviceModel
     from pccx_flow.board.device.dispatch import Batch, plan
-    from pccx_flow.board.device.fake_device import FakeDevice
     from pccx_flow.board.device.run_step import host_buffers
+    from pccx_flow.board.device.session import open_fake
     from pccx_flow.board.device.transfers import batch_transfers
-    from pccx_flow.board.isa import decode
 
     source = FileSource(folder / "buffers")
     buffers = host_buffers(program, source, weights, k_past, v_past, _readback_bytes(golden))
-    model = DeviceModel(program, buffers, weights.config)
     batches = [b for b in plan(program, 1 << 30) if isinstance(b, Batch)]
-
-    # a silent fake is given up on like a poll (not sooner than 2 s: a loaded CI machine)
-    answer = regs.poll_timeout_seconds if args.timeout is None else args.timeout
-    dev = FakeDevice(folder, regs, answer_timeout=max(answer, 2.0))
-    model.attach(dev)
-    if (args.fake_done_rule or "cvo") == "cvo":
-        dev.done_when = lambda words: any(decode(w).op == "CVO" for w in words)
+    rule = args.fake_done_rule or "cvo"
+    dev, model = open_fake(
+        program, buffers, regs, weights.config, folder, timeout=args.timeout, done_rule=rule
+    )
     if fault is not None:
         kind, at = fault
         if kind == "corrupt":

@@ -50,6 +50,10 @@ EPILOG = """examples:
   pccx-flow run --synthetic tiny --steps 8 --check --precision float64  # structure, no fp32 noise
   pccx-flow run --synthetic tiny --steps 4 --check --backend emulator   # run the program words
   pccx-flow run --synthetic tiny --backend emulator --numerics rtl --profile v002-as-built
+  pccx-flow run --synthetic tiny --steps 4 --check --backend device --fake-device
+  pccx-flow run --synthetic tiny --backend device --fake-device --dashboard --keep-open
+  pccx-flow run --weights ckpt/ --backend device --scheduler tcp://127.0.0.1:8786  # NPU workers
+  sudo pccx-flow run --weights ckpt/ --backend device --device /dev/uio4           # on a KV260
 
 Times printed are CPU wall times of executing the graph on this machine, not NPU estimates.
 --check decodes each step with the reference too, from the same earlier KV rows, and exits
@@ -63,7 +67,16 @@ those. With --precision float64 both sides keep activations in float64 and must 
 
 --keep-open prints the run's table, then keeps the dashboard and its pccx lanes page up
 until Ctrl-C; that Ctrl-C is the way to close, not an interruption, so the exit status is
-still the run's (0, or 1 when --check failed). Ctrl-C during the run itself exits 130."""
+still the run's (0, or 1 when --check failed). Ctrl-C during the run itself exits 130.
+
+--backend device runs each step's program on an NPU through Dask: a chain of tasks (one per
+model layer's batches and host steps; --device-tasks batch: one per batch) pinned to the
+worker that owns the device. --fake-device starts an in-process cluster whose worker owns a
+fake device (a rehearsal, not a board); --device runs on this board's UIO device; with
+--scheduler the cluster's workers started with `--resources npu=1 --preload
+pccx_flow.cluster.npu_worker` own the devices. The lanes page then shows each step's plan
+beside the device's times: modelled cycles on the fake device (a model estimate), kick to
+DONE on a board."""
 
 
 def register(subparsers) -> None:
@@ -163,10 +176,43 @@ def register(subparsers) -> None:
     p.add_argument(
         "--backend",
         default="dask",
-        choices=("dask", "emulator"),
+        choices=("dask", "emulator", "device"),
         help="dask: execute the decode graph's nodes (default); emulator: lower each step to a "
         "pccx v002 program (--policy, default critical-path, on --profile) and run its words "
-        "in the functional emulator",
+        "in the functional emulator; device: run that program on an NPU through Dask tasks "
+        "(--fake-device, --device or --scheduler)",
+    )
+    d = p.add_argument_group("--backend device")
+    d.add_argument(
+        "--fake-device",
+        action="store_true",
+        help="an in-process worker owning a fake NPU (the emulator behind a register file; a "
+        "rehearsal, not a board)",
+    )
+    d.add_argument(
+        "--device",
+        metavar="/dev/uioN|uio",
+        help="this board's NPU (uio: found by its UIO name), owned by an in-process worker",
+    )
+    d.add_argument(
+        "--buffers",
+        default="udmabuf0,udmabuf1",
+        metavar="DEV,DEV",
+        help="with --device: u-dma-buf devices for the DDR image and activations",
+    )
+    d.add_argument(
+        "--device-tasks",
+        default="layer",
+        choices=("layer", "batch"),
+        help="one Dask task per model layer's program steps (default) or per batch and host "
+        "step (~6.5 ms of Dask latency each: ~15 s per tiny step)",
+    )
+    d.add_argument(
+        "--device-timeout",
+        type=float_in(0.0, 3600.0),
+        default=None,
+        metavar="S",
+        help="status poll timeout per batch (default: the profile's)",
     )
     p.add_argument(
         "--numerics",
@@ -221,6 +267,9 @@ def _check_options(args) -> None:
         args.policy = args.policy or "critical-path"
     elif args.numerics is not None:
         raise InputError("--numerics is an option of --backend emulator; add it or drop --numerics")
+    from pccx_flow.cli.run_device import check_device_options
+
+    check_device_options(args)
     if args.keep_open and not args.dashboard:
         raise InputError("--keep-open keeps the --dashboard page up; add --dashboard or drop it")
     if args.report and Path(args.report).suffix.lower() != ".html":
@@ -229,6 +278,8 @@ def _check_options(args) -> None:
         raise InputError(
             f"--scheduler {args.scheduler!r} is not an address; give one like tcp://127.0.0.1:8786"
         )
+
+
 
 
 @contextlib.contextmanager
@@ -297,11 +348,19 @@ def _dashboard_client(args):
                 )
                 yield client, None
         return
+    if args.backend == "device":
+        from pccx_flow.cli.run_device import device_cluster
+
+        with device_cluster(args) as client:
+            yield client, PlanAnnouncer(client)
+        return
     if not (args.dashboard or args.report):
         yield None, None
         return
     with _local_cluster(args) as client:
         yield client, PlanAnnouncer(client)
+
+
 
 
 @contextlib.contextmanager
@@ -405,6 +464,10 @@ def run(args) -> int:
             checker = _Checker(ckpt, args.semantics, args.tolerance, args.precision,
                                bf16=_stores_bf16(args))  # fmt: skip
         emulator = _emulator_backend(args, ckpt, policy) if args.backend == "emulator" else {}
+        if args.backend == "device":
+            from pccx_flow.cli.run_device import device_backend
+
+            emulator = device_backend(args, ckpt, policy, client, announce)
         with _report(args, client):
             result = generate(
                 ckpt,
@@ -427,9 +490,13 @@ def run(args) -> int:
                 **emulator,
             )
         where = "distributed" if client is not None or bool(args.scheduler) else "dask threaded"
-        if emulator:
+        if args.backend == "emulator":
             where = f"pccx v002 emulator, {args.numerics or 'spec'} numerics"
-            _print_programs(emulator["run_step"].summaries, args)
+            print_programs(emulator["run_step"].summaries, args)
+        elif args.backend == "device":
+            from pccx_flow.cli.run_device import print_device
+
+            where = print_device(emulator["run_step"], args, print_programs)
         code = _print_results(args, prompt, result, checker, where)
         if args.keep_open:
             _keep_open(client)
@@ -437,8 +504,8 @@ def run(args) -> int:
 
 
 def _stores_bf16(args) -> bool:
-    """True when the emulator backend runs programs for a target that keeps BF16 in L2."""
-    if args.backend != "emulator":
+    """True when a program backend runs programs for a target that keeps BF16 in L2."""
+    if args.backend not in ("emulator", "device"):
         return False
     from pccx_flow.board.isa.target import target_of
     from pccx_flow.hardware.profile import load_profile
@@ -458,13 +525,18 @@ def _emulator_backend(args, ckpt, policy) -> dict:
     return {"graph_for_position": graphs, "run_step": steps}
 
 
-def _print_programs(summaries: list[dict], args) -> None:
+
+
+
+
+def print_programs(summaries: list[dict], args) -> None:
     """One line on the programs the emulator ran (instruction words, not the graph)."""
     words = [s["words"] for s in summaries]
     fences = [s["fences"] for s in summaries]
     peak = max(s["l2_peak_bytes"] for s in summaries)
+    verb = "ran" if args.backend == "device" else "emulated"
     print(
-        f"emulated {len(summaries)} programs ({args.policy}, {args.profile or 'v002-spec'}): "
+        f"{verb} {len(summaries)} programs ({args.policy}, {args.profile or 'v002-spec'}): "
         f"{min(words)}-{max(words)} words, {min(fences)}-{max(fences)} fences per step, "
         f"L2 peak {peak:,} B"
     )
@@ -478,7 +550,7 @@ def _print_results(args, prompt: list[int], result, checker, where: str) -> int:
         print(f"activations in {args.precision} (a structure check; the NPU computes float32)")
     print(
         f"per-step wall time on this CPU ({where}; not an NPU estimate), executing the "
-        + ("program" if args.backend == "emulator" else "graph")
+        + ("program" if args.backend != "dask" else "graph")
         + " and, before it, building the graph"
         + (" and its schedule:" if args.policy else ":")
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pccx_flow.dashboard import ROUTE
-from pccx_flow.dashboard.lanes import fetch_snapshot, has_recorder, send_plan
+from pccx_flow.dashboard.lanes import fetch_snapshot, has_recorder, send_device, send_plan
 
 
 def page_available(client) -> bool:
@@ -62,6 +62,17 @@ class PlanAnnouncer:
     def __call__(self, position: int, n_positions: int, graph, schedule: Any) -> None:
         msg = plan_message(graph, schedule, position + 1, n_positions, position)
         self.client.run_on_scheduler(send_plan, msg)
+
+
+class DeviceAnnouncer:
+    """``on_view`` for `pccx_flow.cluster.device_steps.DeviceSteps`: sends each device step's
+    plan-vs-device view to the page."""
+
+    def __init__(self, client) -> None:
+        self.client = client
+
+    def __call__(self, view: dict) -> None:
+        self.client.run_on_scheduler(send_device, view)
 
 
 def fetch(client) -> dict | None:

@@ -10,14 +10,17 @@ PRELOAD = "pccx_flow.dashboard.preload"
 
 
 @contextlib.contextmanager
-def loopback_cluster(preload: Sequence[str] = (PRELOAD,)) -> Iterator[tuple[Any, Any]]:
+def loopback_cluster(
+    preload: Sequence[str] = (PRELOAD,), **worker_kwargs: Any
+) -> Iterator[tuple[Any, Any]]:
     """``(LocalCluster, Client)`` for `run --dashboard` / `--report`, tests and benchmarks.
 
     In-process workers talk over the inproc transport (no socket); the only listening servers
     are the dashboards, bound to 127.0.0.1 on free ports. The dashboard link is formatted
     with 127.0.0.1 while the cluster lives (Dask reads that setting when the link is asked
     for, so it is held for the whole block). The scheduler runs `preload` (the lanes page by
-    default; ``()`` for none). Both are closed when the block ends.
+    default; ``()`` for none). `worker_kwargs` go to the worker (e.g. ``resources``). Both
+    are closed when the block ends.
     """
     import dask
     from distributed import Client, LocalCluster
@@ -30,6 +33,7 @@ def loopback_cluster(preload: Sequence[str] = (PRELOAD,)) -> Iterator[tuple[Any,
             dashboard_address="127.0.0.1:0",
             worker_dashboard_address="127.0.0.1:0",
             scheduler_kwargs={"preload": list(preload)} if preload else {},
+            **worker_kwargs,
         )
         client = Client(cluster, set_as_default=False)
         try:

@@ -11,7 +11,9 @@
   client announces it, through the generation (step k of M);
 - erred tasks with node id and the error's first line;
 - the planned schedule of the step being executed, as a `GanttData` payload the client
-  sends (`receive_plan`).
+  sends (`receive_plan`);
+- for a step run on a device (``run --backend device``), the plan beside the device's
+  times (`receive_device`, payload of `pccx_flow.cluster.device_view`).
 
 Everything runs on the scheduler's event loop (plugin hooks and the Bokeh page alike), so
 no locking is needed.
@@ -48,6 +50,8 @@ class LaneRecorder(SchedulerPlugin):
         self.errors: list[dict] = []
         self.plan: dict | None = None  # {"step", "steps", "n_layers", "gantt": payload|None}
         self.plan_version = 0
+        self.device: dict | None = None  # the last step run on a device: plan vs device times
+        self.device_version = 0
         self.graphs = 0  # pccx graphs submitted (steps seen)
         self.layer_total: dict[int, int] = {}
         self.layer_done: dict[int, int] = {}
@@ -126,6 +130,11 @@ class LaneRecorder(SchedulerPlugin):
         self.plan = plan
         self.plan_version += 1
 
+    def receive_device(self, view: dict) -> None:
+        """Store a device step's planned-vs-device view (`pccx_flow.cluster.device_view`)."""
+        self.device = view
+        self.device_version += 1
+
     def progress(self) -> dict:
         """Layers done of N, tasks done of total, step k of M.
 
@@ -155,6 +164,7 @@ class LaneRecorder(SchedulerPlugin):
         if rows:
             out["rows"] = list(self.rows)
             out["plan"] = self.plan
+            out["device"] = self.device
         return out
 
 
@@ -176,6 +186,14 @@ def send_plan(plan: dict, dask_scheduler=None) -> bool:
     if recorder is None:
         return False
     recorder.receive_plan(plan)
+    return True
+
+
+def send_device(view: dict, dask_scheduler=None) -> bool:
+    recorder = recorder_of(dask_scheduler)
+    if recorder is None:
+        return False
+    recorder.receive_device(view)
     return True
 
 

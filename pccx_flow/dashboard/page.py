@@ -4,7 +4,8 @@
 (`pccx_flow.render.style`, the Gantt chart's colours), seconds since the first task on the x
 axis, hover with node id, layer, op, kernel and duration. The planned schedule is drawn by
 the Gantt chart's own builder (`pccx_flow.render.gantt_bokeh.schedule_figure`) on its own
-axis (model-estimate cycles) under it. `lanes_doc` is the live document: it polls the
+axis (model-estimate cycles) under it; a step run on a device adds the plan beside the
+device's times (`pccx_flow.dashboard.device_page`). `lanes_doc` is the live document: it polls the
 scheduler's `LaneRecorder` every `POLL_MS` and streams new rows in. `lanes_html` is the same
 picture, fixed, for the run report.
 """
@@ -18,6 +19,7 @@ from bokeh.models import ColumnDataSource, Div, FactorRange, HoverTool
 from bokeh.plotting import figure
 
 from pccx_flow.dashboard import ROUTE
+from pccx_flow.dashboard.device_page import device_view_layout
 from pccx_flow.render import style
 from pccx_flow.render.gantt import gantt_from_payload
 
@@ -169,7 +171,9 @@ def lanes_doc(scheduler, extra, doc) -> None:
     lanes = lane_order(recorder.counts, recorder.plan)
     fig, source = measured_figure(lanes)
     planned = column(planned_view(recorder.plan), name="pccx-planned-holder")
-    state = {"cursor": recorder.dropped, "t0": None, "plan": recorder.plan_version}
+    device = column(device_view_layout(recorder.device), name="pccx-device-holder")
+    state = {"cursor": recorder.dropped, "t0": None, "plan": recorder.plan_version,
+             "device": recorder.device_version}  # fmt: skip
     status = extra.get("prefix", "/") + "status"
     title = Div(
         text=f'<h3 style="margin:4px 0">pccx lanes</h3><a href="{status}">Dask status page</a>'
@@ -196,9 +200,14 @@ def lanes_doc(scheduler, extra, doc) -> None:
         if recorder.plan_version != state["plan"]:
             state["plan"] = recorder.plan_version
             planned.children = [planned_view(recorder.plan)]
+        if recorder.device_version != state["device"]:
+            state["device"] = recorder.device_version
+            device.children = [device_view_layout(recorder.device)]
 
     update()
-    doc.add_root(column(title, header, fig, counters, errors, planned, name="pccx-lanes"))
+    doc.add_root(
+        column(title, header, fig, counters, errors, device, planned, name="pccx-lanes")
+    )
     doc.add_periodic_callback(update, POLL_MS)
 
 
@@ -219,6 +228,7 @@ def lanes_html(snapshot: dict) -> str:
         fig,
         Div(text=counters_html(snapshot, lanes)),
         Div(text=errors_html(snapshot["errors"])),
+        device_view_layout(snapshot.get("device")),
         planned_view(snapshot.get("plan")),
     )
     return file_html(layout, INLINE, title="pccx lanes")

@@ -122,3 +122,55 @@ def test_browser_draws_lane_rows_during_a_run(lanes_cluster, tiny_ckpt, browser,
     # Drawn, not just served: block-coloured bars on screen in several rows (measured rows
     # of the longer tasks, and the planned view's rows; sub-pixel bars do not count).
     assert _rows_with_bars(shot) >= 3
+
+
+DEVICE_BARS = """
+const doc = window.Bokeh && Bokeh.documents && Bokeh.documents[0];
+if (!doc) return null;
+const src = doc.get_model_by_name("pccx-device-bars");
+return src ? Array.from(src.data.side) : null;
+"""
+
+
+def test_browser_draws_planned_beside_device_bars(tiny_ckpt, tiny_ckpt_dir, browser, tmp_path):
+    """`run --backend device`'s view: the plan and the fake device's times, lane by lane."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from pccx_flow.board.emulator.backend import emulator_graphs
+    from pccx_flow.cluster.device_steps import DeviceSteps
+    from pccx_flow.cluster.local import device_cluster
+    from pccx_flow.cluster.npu_worker import NpuWorker
+    from pccx_flow.dashboard.client import DeviceAnnouncer
+    from pccx_flow.dashboard.device_page import COLOURS
+    from pccx_flow.hardware.profile import load_profile
+
+    profile = load_profile("v002-spec")
+    with device_cluster(NpuWorker("fake")) as (_, client, worker):
+        steps = DeviceSteps(client, str(tiny_ckpt_dir), profile, worker,
+                            on_view=DeviceAnnouncer(client))  # fmt: skip
+        graphs = emulator_graphs(tiny_ckpt.config, "pccx", "critical-path", profile)
+        generate(tiny_ckpt, [2, 105], 1, policy="critical-path", client=client,
+                 graph_for_position=graphs, run_step=steps,
+                 on_plan=PlanAnnouncer(client))  # fmt: skip
+        browser.get(page_url(client))
+        sides = WebDriverWait(browser, 60, poll_frequency=0.2).until(
+            lambda d: d.execute_script(DEVICE_BARS)
+        )
+        summary = browser.execute_script(
+            'return Bokeh.documents[0].get_model_by_name("pccx-device-summary").text;'
+        )
+        out_dir = Path(os.environ.get("PCCX_SCREENSHOT_DIR") or tmp_path)
+        shot = out_dir / "dashboard-device.png"
+        time.sleep(1.0)  # the page's next poll has drawn the figure
+        assert browser.save_screenshot(str(shot))
+    assert {"planned", "device"} == set(sides)
+    assert "gemv0" in summary and "sfu0" in summary
+    view = steps.views[-1]
+    assert sides.count("device") == len(view["measured"])
+    from PIL import Image
+
+    img = Image.open(shot).convert("RGB")
+    seen = {img.getpixel((x, y)) for x in range(0, img.width, 3) for y in range(0, img.height, 3)}
+    for colour in COLOURS.values():  # both sides drawn, not only served (bars are thin:
+        rgb = tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))  # edges blend)
+        assert any(sum(abs(a - b) for a, b in zip(px, rgb, strict=True)) < 60 for px in seen)

@@ -2,8 +2,9 @@
 
 Owns: the register map (`regmap`), the UIO window (`uio`), physically contiguous buffers
 (`cma`), the DDR image bytes (`ddr_image`), DataMover commands (`transfers`), batch
-dispatch (`dispatch`), one step end to end (`run_step`), the host's half of a step
-(`host_side`), L2 read-back (`readback`), golden checks (`golden_check`) and the fake
-device (`fake_device`, whose NPU model `device_model` runs the emulator). Imports `isa`,
-`program` and `emulator` of `pccx_flow.board`.
+dispatch (`dispatch`), one step end to end (`run_step`) or piece by piece (`session`), the
+host's half of a step (`host_side`), L2 read-back (`readback`), golden checks
+(`golden_check`) and the fake device (`fake_device`, whose NPU model `device_model` runs the
+emulator and whose batch times `fake_timing` takes from the timing replay). Imports `isa`,
+`program`, `emulator` and `timing` of `pccx_flow.board`.
 """

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from pccx_flow.board.device import regmap
@@ -84,6 +84,8 @@ class DispatchReport:
     polls: int = 0
     pacing_words: int = 0  # kick-marker words written after instructions (reissue FIFO)
     seconds: float = 0.0
+    # per batch, wall seconds of this host from the kick to DONE seen (poll granularity)
+    batch_seconds: list[float] = field(default_factory=list)
 
 
 HostStep = Callable[[dict], None]
@@ -137,33 +139,67 @@ def dispatch(
     DataMover commands to push before a batch; `timeout` overrides the profile's poll
     timeout; `progress(done, total)` is called after each batch.
     """
-    steps = plan(program, npu.regs.max_batch)
-    n_host = sum(1 for s in steps if isinstance(s, dict) and s.get("kind") == "host")
-    if n_host and run_host_step is None:
-        raise BoardError(f"the program has {n_host} host steps; pass run_host_step to run them")
-    total = sum(1 for s in steps if isinstance(s, Batch))
-    report = DispatchReport()
-    t0 = time.perf_counter()
-    _guard(npu, None, program, lambda: _start_clean(npu))
-    for step in steps:
-        if isinstance(step, Batch):
-            _guard(
-                npu, step, program, lambda b=step: run_batch(npu, b, descriptors, timeout, report)
+    d = Dispatcher(program, npu, run_host_step=run_host_step, descriptors=descriptors,
+                   timeout=timeout, progress=progress)  # fmt: skip
+    d.start()
+    for step in d.steps:
+        d.run(step)
+    return d.finish()
+
+
+class Dispatcher:
+    """`dispatch` one program step at a time, so each can be a task of its own (a Dask task
+    per batch on the worker that owns the device, `pccx_flow.cluster`). `start` once, `run`
+    every step of `steps` in order, `finish` for the report."""
+
+    def __init__(self, program: DispatchProgram, npu: Npu, *, run_host_step=None,
+                 descriptors=None, timeout=None, progress=None):  # fmt: skip
+        self.program, self.npu = program, npu
+        self.steps = plan(program, npu.regs.max_batch)
+        n_host = sum(1 for s in self.steps if isinstance(s, dict) and s.get("kind") == "host")
+        if n_host and run_host_step is None:
+            raise BoardError(
+                f"the program has {n_host} host steps; pass run_host_step to run them"
             )
+        self.run_host_step, self.descriptors = run_host_step, descriptors
+        self.timeout, self.progress = timeout, progress
+        self.total = sum(1 for s in self.steps if isinstance(s, Batch))
+        self.report = DispatchReport()
+        self.t0 = time.perf_counter()
+
+    def start(self) -> None:
+        self.t0 = time.perf_counter()
+        _guard(self.npu, None, self.program, lambda: _start_clean(self.npu))
+
+    def run(self, step: Batch | dict) -> float:
+        """Run one step; returns its wall seconds on this host (a batch: kick to DONE)."""
+        report = self.report
+        if isinstance(step, Batch):
+            npu, descriptors, timeout = self.npu, self.descriptors, self.timeout
+            _guard(
+                npu, step, self.program,
+                lambda: run_batch(npu, step, descriptors, timeout, report),
+            )  # fmt: skip
             report.batches += 1
             report.words += len(step.words)
-            if progress is not None:
-                progress(report.batches, total)
-        elif step.get("kind") == "fence":
+            if self.progress is not None:
+                self.progress(report.batches, self.total)
+            return report.batch_seconds[-1]
+        kind = step.get("kind")
+        if kind == "fence":
             report.fences += 1  # every batch already waited for DONE
-        elif step.get("kind") == "host":
-            run_host_step(step)
+            return 0.0
+        if kind == "host":
+            t = time.perf_counter()
+            self.run_host_step(step)
             report.host_steps += 1
-        else:
-            raise BoardError(f"unknown program step kind {step.get('kind')!r}; re-emit")
-    report.polls = npu.polls
-    report.seconds = time.perf_counter() - t0
-    return report
+            return time.perf_counter() - t
+        raise BoardError(f"unknown program step kind {kind!r}; re-emit")
+
+    def finish(self) -> DispatchReport:
+        self.report.polls = self.npu.polls
+        self.report.seconds = time.perf_counter() - self.t0
+        return self.report
 
 
 def _start_clean(npu: Npu) -> None:
@@ -193,8 +229,10 @@ def run_batch(
             # word the decoder drops (opcode 0x8); the kick ends the last word's
             npu.write_instruction(regmap.KICK_WORD)
             report.pacing_words += 1
+    kicked = time.perf_counter()
     npu.kick()
     status = npu.wait_done(timeout)
+    report.batch_seconds.append(time.perf_counter() - kicked)
     if status & npu.regs.error_mask:
         raise BoardError(f"the NPU set its ERROR bit (status {status:#010x})")
     for page in npu.regs.pages:

@@ -77,6 +77,38 @@ def check_transfers(program, token_id: int, max_batch: int) -> int:
     return n
 
 
+def batch_descriptors(program, buffers: dict[str, Buffer], token_id: int):
+    """The `dispatch` callback giving a batch's DataMover commands (gathered weight tiles are
+    copied into the staging area first)."""
+    image, act = buffers["image"], buffers["act"]
+    base = _staging_base(program)
+
+    def descriptors(batch: Batch) -> list[Descriptor]:
+        ts, _ = batch_transfers(program, batch.first, len(batch.words), token_id, base)
+        for t in ts:
+            if t.gather is not None:
+                gather_into(image, act, t)
+        return [Descriptor(t.page, t.command(buffers), t.word_index) for t in ts]
+
+    return descriptors
+
+
+def step_result(program, buffers: dict[str, Buffer], host: HostSide | None,
+                report: DispatchReport) -> StepResult:  # fmt: skip
+    """The logits the host steps left in host memory and the KV rows the step wrote."""
+    found = None if host is None else host.memory.get(LOGITS)
+    logits = None if found is None else np.asarray(found, dtype=np.float32)
+    image = buffers["image"]
+    rows: dict[int, dict[str, np.ndarray]] = {}
+    for s in program.streams.values():
+        if s.get("kind") == "kv_write":
+            kv = s["kv"]
+            raw = image.view(s["ddr_offset"], s["ddr_bytes"])
+            rows.setdefault(kv["layer"], {})[kv["kind"]] = kv_values(program.ddr, raw)
+    kv_rows = {layer: (r["k"], r["v"]) for layer, r in sorted(rows.items()) if len(r) == 2}
+    return StepResult(logits, kv_rows, report)
+
+
 def run_step(
     program,
     npu: Npu,
@@ -93,31 +125,12 @@ def run_step(
     --bisect`` prefix); the logits are taken from its memory.
     """
     check_transfers(program, token_id, npu.regs.max_batch)
-    image, act = buffers["image"], buffers["act"]
-    base = _staging_base(program)
-
-    def descriptors(batch: Batch) -> list[Descriptor]:
-        ts, _ = batch_transfers(program, batch.first, len(batch.words), token_id, base)
-        for t in ts:
-            if t.gather is not None:
-                gather_into(image, act, t)
-        return [Descriptor(t.page, t.command(buffers), t.word_index) for t in ts]
-
     report = dispatch(
         program,
         npu,
         run_host_step=None if host is None else host.run,
-        descriptors=descriptors,
+        descriptors=batch_descriptors(program, buffers, token_id),
         timeout=timeout,
         progress=progress,
     )
-    found = None if host is None else host.memory.get(LOGITS)
-    logits = None if found is None else np.asarray(found, dtype=np.float32)
-    rows: dict[int, dict[str, np.ndarray]] = {}
-    for s in program.streams.values():
-        if s.get("kind") == "kv_write":
-            kv = s["kv"]
-            raw = image.view(s["ddr_offset"], s["ddr_bytes"])
-            rows.setdefault(kv["layer"], {})[kv["kind"]] = kv_values(program.ddr, raw)
-    kv_rows = {layer: (r["k"], r["v"]) for layer, r in sorted(rows.items()) if len(r) == 2}
-    return StepResult(logits, kv_rows, report)
+    return step_result(program, buffers, host, report)
