@@ -247,7 +247,8 @@ def _check_options(args) -> None:
         args.tolerance = FLOAT64_LOGIT_TOLERANCE if float64 else LOGIT_TOLERANCE
     if args.weights is not None and not args.weights.strip():
         raise InputError("--weights is empty; give a checkpoint folder, e.g. --weights ckpt/tiny")
-    if args.profile is not None and args.policy is None:
+    if args.profile is not None and args.policy is None and args.backend == "dask":
+        # the program backends lower on the profile with their default policy
         raise InputError("--profile only matters with --policy; add --policy NAME or drop it")
     if args.synthetic and (args.preset or args.config):
         raise InputError(

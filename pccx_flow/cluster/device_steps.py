@@ -18,6 +18,7 @@ error. After each step the device's times and the plan go to the lanes page
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -175,7 +176,9 @@ class DeviceSteps:
             with dask.annotate(**pinned, **{n: (lambda k, n=n: ann[k][n]) for n in names}):
                 out = self.client.get(dsk, last, sync=True)
         except BaseException:
-            self.client.run(drop_step, tag, workers=[self.worker])
+            # release the step on the device; a worker that is gone took it with it
+            with contextlib.suppress(Exception):
+                self.client.run(drop_step, tag, workers=[self.worker])
             raise
         if out["logits"] is None:
             raise BoardError("the device step read no logits back; re-emit the program")

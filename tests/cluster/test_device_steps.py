@@ -101,3 +101,22 @@ def test_lane_busy_time_is_the_union_of_its_bars():
         ("b", 1.0, 0.0), ("a", 3.0, 2.0)]  # fmt: skip
     worst = deviations(bars, [{"lane": "a", "start": 0.0, "stop": 9.0, "node": "y"}])
     assert worst[0]["node"] == "y" and worst[0]["delta_s"] == pytest.approx(7.0)
+
+
+@pytest.mark.parametrize("backend", ["emulator", "device"])
+def test_program_backends_take_a_profile_without_a_policy(backend):
+    """They lower on the profile with their default policy (the help's own example)."""
+    import argparse
+
+    from pccx_flow.cli import run as run_cli
+
+    parser = argparse.ArgumentParser()
+    run_cli.register(parser.add_subparsers())
+    extra = ["--fake-device"] if backend == "device" else []
+    args = parser.parse_args(["run", "--synthetic", "tiny", "--backend", backend,
+                              "--profile", "v002-as-built", *extra])  # fmt: skip
+    run_cli._check_options(args)
+    assert args.policy == "critical-path"
+    dask_args = parser.parse_args(["run", "--synthetic", "tiny", "--profile", "v002-as-built"])
+    with pytest.raises(InputError, match="--profile only matters with --policy"):
+        run_cli._check_options(dask_args)
