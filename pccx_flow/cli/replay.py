@@ -21,7 +21,10 @@ EPILOG = """examples:
 
 Issue models: spec = independent engines as the documentation intends; rtl = the controller
 as built (serial issue, one shared load-path uop register, 8-deep command FIFO, DONE only
-from CVO); decoupled = the v002.1 per-engine FIFO proposal. The host's word writes, kicks,
+from CVO); decoupled = the v002.1 per-engine FIFO proposal. rtl is calibrated on the RTL by
+`pccx-flow cosim`: a word is decoded 7 cycles after its write starts (not at the kick);
+measured. The wait for the previous load-path instruction to complete is assumed: the
+controller has no completion signal to measure it by. The host's word writes, kicks,
 polls and host steps cost the same under all three ([issue] and [host] of the profile).
 With several models, --chrome/--pccx write one file each, the model's name before the
 suffix (rtl.json -> rtl.spec.json, ...). Every time and tok/s is a model estimate on the

@@ -41,7 +41,6 @@ def test_replay_all_models_prints_labelled_estimates_and_writes_traces(tiny_prog
         assert "model estimate, profile v002-spec" in b.source
     data = json.loads(js.read_text())
     rtl = data["replays"]["rtl"]
-    assert rtl["makespan_cycles"] >= data["replays"]["spec"]["makespan_cycles"]
     assert rtl["makespan_cycles"] > data["list_schedule_cycles"]
     # every batch ends with a CVO (DONE markers), so no fence is blind to DONE under rtl
     assert rtl["counters"].get("blind_fences", 0) == 0

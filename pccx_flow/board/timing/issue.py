@@ -2,7 +2,8 @@
 
 Every model sees the same thing: instruction words, in program order, released to the device
 when the host writes their batch's kick (`replay` models the host side, identical for all
-three). A model decides when each instruction leaves the command FIFO ("dispatch") and when it
+three) — except ``rtl``, whose words reach the decoder as they are written (below). A model
+decides when each instruction leaves the command FIFO ("dispatch") and when it
 starts on a lane; all three also respect the data hazards of `hazards` (an instruction never
 starts before its inputs are written), each lane runs one instruction at a time, and a GEMV
 that streams weights holds one unit of the ``weight_port`` pool, as the list scheduler does.
@@ -28,7 +29,13 @@ that streams weights holds one unit of the ``weight_port`` pool, as the list sch
           path serves a subset of the same opcodes, so it adds no further wait). With one
           decoded uop per clock the priority never arbitrates between two live instructions.
           MEMSET issues behind them in order, costing its decode cycle. An instruction starts
-          when it issues. The hardware has no back-pressure (the decoder is always ready, the
+          when it issues. **Calibrated on the RTL** (`pccx-flow cosim`, Verilator, the
+          controller of pccx-v002): a word is decoded `RTL_WRITE_TO_DECODE` cycles after the
+          host starts writing it (AXI-Lite address beat, data beat, FIFO push, pop, decoder
+          register), not at the kick: the kick only pushes a marker word the decoder drops.
+          Not calibrated, because the controller has no signal for it: completion (the engines
+          are outside the controller; the load-path wait above stays an assumption). The
+          hardware has no back-pressure (the decoder is always ready, the
           FIFO drops a ninth word): where this model makes an instruction wait, the real
           controller would overwrite a uop in flight; the wait is what a correct controller
           (or a host that serialises) must pay.
@@ -50,6 +57,10 @@ from dataclasses import dataclass
 from pccx_flow.board.timing.footprint import Footprint
 
 MODELS = ("spec", "rtl", "decoupled")
+# Cycles from the start of a word's AXI-Lite write to its decoded uop (valid at the decoder's
+# outputs), measured by `pccx-flow cosim` on pccx-v002's npu_controller_top (AXIL_CMD_IN
+# ADDR_INST write -> fifo_wen -> IF_queue -> ctrl_npu_decoder OUT_*_valid): 2 + 5.
+RTL_WRITE_TO_DECODE = 7
 
 
 @dataclass

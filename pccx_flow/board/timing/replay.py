@@ -41,7 +41,7 @@ from pccx_flow.board.timing.footprint import (
     host_step_regions,
 )
 from pccx_flow.board.timing.hazards import Hazards
-from pccx_flow.board.timing.issue import MODELS, Placed, make_model
+from pccx_flow.board.timing.issue import MODELS, RTL_WRITE_TO_DECODE, Placed, make_model
 from pccx_flow.errors import InputError, ProfileError
 from pccx_flow.hardware.cost import axi_to_core
 from pccx_flow.hardware.profile import Profile
@@ -71,6 +71,9 @@ class Replay:
     meta: dict
     placed: list[Placed] = field(default_factory=list)
     host: list[HostEvent] = field(default_factory=list)
+    # every register write of the host: (cycle it starts, "instruction" | "pacing" | "kick",
+    # word index or None), as `dispatch` makes them (what `pccx-flow cosim` drives)
+    writes: list[tuple[int, str, int | None]] = field(default_factory=list)
     counters: dict = field(default_factory=dict)
 
     @property
@@ -126,6 +129,7 @@ def replay(
     kick_c = _core(iss.kick_write_axi_clocks, profile)
     poll_c = _core(iss.poll_read_axi_clocks, profile)
     fifo_depth = profile.registers.max_batch
+    pace = getattr(profile.program, "command_fifo", "ideal") == "reissue"
     dev = make_model(model, profile)
     hz = Hazards()
     out = Replay(model, profile.name, float(profile.core_hz),
@@ -152,16 +156,25 @@ def replay(
                     f"{fifo_depth}: the words past {fifo_depth} would be dropped; re-run emit"
                 )
             t0 = t
-            for _ in words:
+            written = []  # when each word's write starts
+            indices = [i for i in range(start, end - 1) if fps[i] is not None]
+            for n, _ in enumerate(words):
                 k = len(leave)
                 room = leave[k - fifo_depth] if k >= fifo_depth else 0
                 if room > t:
                     c["fifo_full_waits"] += 1
                     c["fifo_full_cycles"] += room - t
                     t = room
+                written.append(t)
+                out.writes.append((t, "instruction", indices[n]))
                 t += write_c
                 c["word_write_cycles"] += write_c
                 leave.append(-1)  # placeholder until the word is dispatched
+                if pace and n + 1 < len(words):  # a re-issuing FIFO: end the word's repeats
+                    out.writes.append((t, "pacing", None))
+                    t += write_c
+                    c["pacing_write_cycles"] += write_c
+            out.writes.append((t, "kick", None))
             t += kick_c
             c["kick_cycles"] += kick_c
             out.host.append(HostEvent("batch", f"batch {batch_no}", t0, t))
@@ -171,7 +184,10 @@ def replay(
                     reads=fp.reads, writes=fp.writes, slots_read=fp.slots_read,
                     slots_written=fp.slots_written,
                 )  # fmt: skip
-                p = dev.place(fp, t, ready)
+                # the RTL decodes a word as it is written (calibrated by cosim); the other
+                # models release the batch at its kick
+                release = written[j] + RTL_WRITE_TO_DECODE if model == "rtl" else t
+                p = dev.place(fp, release, ready)
                 hz.record(
                     reads=fp.reads, writes=fp.writes, slots_read=fp.slots_read,
                     slots_written=fp.slots_written, finish=p.finish,
