@@ -149,7 +149,7 @@ def test_browser_draws_planned_beside_device_bars(tiny_ckpt, tiny_ckpt_dir, brow
         steps = DeviceSteps(client, str(tiny_ckpt_dir), profile, worker,
                             on_view=DeviceAnnouncer(client))  # fmt: skip
         graphs = emulator_graphs(tiny_ckpt.config, "pccx", "critical-path", profile)
-        generate(tiny_ckpt, [2, 105], 1, policy="critical-path", client=client,
+        generate(tiny_ckpt, [2], 1, policy="critical-path", client=client,
                  graph_for_position=graphs, run_step=steps,
                  on_plan=PlanAnnouncer(client))  # fmt: skip
         browser.get(page_url(client))
