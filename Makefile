@@ -49,7 +49,7 @@ docs: $(VENV)/.test-installed
 test: system-deps browser-deps $(VENV)/.test-installed
 	$(BIN)/ruff check pccx_flow tests benchmarks schedulers dashboards
 	$(BIN)/mkdocs build --strict --quiet
-	$(BIN)/python -m pytest -q -n auto
+	$(BIN)/python -m pytest -q -n auto --dist worksteal
 
 bench: system-deps $(VENV)/.test-installed
 	$(BIN)/python benchmarks/run_all.py

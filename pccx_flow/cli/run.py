@@ -537,7 +537,8 @@ def print_programs(summaries: list[dict], args) -> None:
     peak = max(s["l2_peak_bytes"] for s in summaries)
     verb = "ran" if args.backend == "device" else "emulated"
     print(
-        f"{verb} {len(summaries)} programs ({args.policy}, {args.profile or 'v002-spec'}): "
+        f"{verb} {len(summaries)} program{'s' if len(summaries) != 1 else ''} "
+        f"({args.policy}, {args.profile or 'v002-spec'}): "
         f"{min(words)}-{max(words)} words, {min(fences)}-{max(fences)} fences per step, "
         f"L2 peak {peak:,} B"
     )

@@ -23,7 +23,7 @@ from pccx_flow.execute.runtime import StepContext
 from ..conftest import lowered
 
 
-@pytest.mark.parametrize("profile", ["v002-spec", "v002-as-built"])
+@pytest.mark.parametrize("profile", ["v002-as-built"])  # spec: tests/board/device/test_run_step
 def test_a_session_run_piece_by_piece_matches_the_emulator(profile, tiny_ckpt, tmp_path):
     program = lowered(profile, "heft", position=3)[3]
     prof = lowered(profile, "heft", position=3)[2]
