@@ -116,14 +116,21 @@ class CapacityLedger:
     on [times[i], times[i+1]), the last value is 0); closed allocations are only ever added,
     so `peak` only grows and answers most questions without a scan. Open allocations (end
     not known yet) are one total, since they reach past every closed one.
+
+    ``suffix[i]`` is the largest value from breakpoint i on, so it never grows with i and
+    `free_from` finds the last interval above a limit by bisection instead of scanning the
+    step function backwards (which made a schedule on a small capacity quadratic). An
+    `add_closed` raises it on its own range, and before it only until an earlier suffix is
+    already as high (allocations land near the frontier, so that walk is short).
     """
 
-    __slots__ = ("size", "times", "values", "peak", "open_bytes")
+    __slots__ = ("size", "times", "values", "suffix", "peak", "open_bytes")
 
     def __init__(self, size: int) -> None:
         self.size = size
         self.times: list[int] = []
         self.values: list[int] = []
+        self.suffix: list[int] = []
         self.peak = 0
         self.open_bytes = 0
 
@@ -133,8 +140,11 @@ class CapacityLedger:
         i = bisect_right(times, t)
         if i and times[i - 1] == t:
             return i - 1
+        value = self.values[i - 1] if i else 0
+        after = self.suffix[i] if i < len(self.suffix) else 0
         times.insert(i, t)
-        self.values.insert(i, self.values[i - 1] if i else 0)
+        self.values.insert(i, value)
+        self.suffix.insert(i, max(value, after))
         return i
 
     def add_closed(self, start: int, end: int, nbytes: int) -> None:
@@ -142,13 +152,21 @@ class CapacityLedger:
             return
         i = self._breakpoint(start)
         j = self._breakpoint(end)
-        values = self.values
+        values, suffix = self.values, self.suffix
         top = self.peak
-        for k in range(i, j):
+        after = suffix[j] if j < len(suffix) else 0
+        for k in range(j - 1, i - 1, -1):
             v = values[k] + nbytes
             values[k] = v
             if v > top:
                 top = v
+            if v > after:
+                after = v
+            suffix[k] = after
+        for k in range(i - 1, -1, -1):  # earlier suffixes, until one is already as high
+            if suffix[k] >= after:
+                break
+            suffix[k] = after
         self.peak = top
 
     def free_from(self, nbytes: int) -> int | None:
@@ -158,11 +176,15 @@ class CapacityLedger:
             return None
         if self.peak <= limit:
             return 0
-        values = self.values
-        for k in range(len(values) - 1, -1, -1):
-            if values[k] > limit:
-                return self.times[k + 1]
-        return 0  # pragma: no cover - peak > limit means some value is above it
+        suffix = self.suffix
+        lo, hi = 0, len(suffix) - 1  # suffix[lo] > limit (it is the peak), suffix[-1] == 0
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if suffix[mid] > limit:
+                lo = mid
+            else:
+                hi = mid
+        return self.times[lo + 1]
 
 
 class Timeline:

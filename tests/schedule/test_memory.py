@@ -61,6 +61,28 @@ def test_ledger_free_from_is_the_end_of_the_last_overfull_segment():
     assert ledger.free_from(51) is None  # open bytes never leave: no room, ever
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 60), st.integers(1, 30), st.integers(1, 40)), max_size=25),
+    st.integers(0, 150),
+    st.integers(0, 60),
+)
+def test_ledger_free_from_equals_a_scan_of_the_step_function(allocs, nbytes, open_bytes):
+    """The bisection over suffix maxima answers what scanning every interval answers."""
+    ledger = CapacityLedger(150)
+    for start, length, size in allocs:
+        ledger.add_closed(start, start + length, size)
+        assert ledger.suffix == [max(ledger.values[k:]) for k in range(len(ledger.values))]
+    ledger.open_bytes = open_bytes
+    limit = 150 - open_bytes - nbytes
+    if limit < 0:
+        want = None
+    else:
+        over = [k for k, v in enumerate(ledger.values) if v > limit]
+        want = ledger.times[over[-1] + 1] if over else 0
+    assert ledger.free_from(nbytes) == want
+
+
 def test_the_timeline_delays_a_node_until_its_bytes_fit():
     t = place_all(two_pairs(100), PAIRS_ORDER)
     # lane x1 is free at 0, but a's 60 bytes stay in L2 until c finishes at 20
