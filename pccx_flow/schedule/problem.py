@@ -52,12 +52,28 @@ def comm_between_lanes(edge_costs: Mapping[tuple[Node, Node], int]) -> CommFn:
 
     This is the communication model of the HEFT paper (Topcuoglu, Hariri, Wu 2002).
     """
-    costs = dict(edge_costs)
+    costs = {edge: whole_cycles(c, f"the communication cost of edge {edge!r}")
+             for edge, c in dict(edge_costs).items()}  # fmt: skip
 
     def comm(u: Node, v: Node, lane_u: str, lane_v: str) -> int:
-        return 0 if lane_u == lane_v else int(costs.get((u, v), 0))
+        return 0 if lane_u == lane_v else costs.get((u, v), 0)
 
     return comm
+
+
+def whole_cycles(value, what: str) -> int:
+    """`value` as a whole, non-negative number of cycles, else one `GraphError` line (as the
+    DAG file reader refuses fractions: truncating 2.5 to 2 would schedule a different
+    problem than the one given)."""
+    try:
+        whole = int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise GraphError(f"{what} is {value!r}, not a number of cycles") from None
+    if whole != value or whole < 0:
+        raise GraphError(
+            f"{what} is {value!r}: costs are whole, non-negative cycles (round it up)"
+        )
+    return whole
 
 
 class SchedulingProblem:
@@ -214,7 +230,12 @@ class SchedulingProblem:
 
     def comm(self, u: Node, v: Node, lane_u: str, lane_v: str) -> int:
         """Cycles between u finishing on `lane_u` and v being able to start on `lane_v`."""
-        return 0 if self._comm is None else int(self._comm(u, v, lane_u, lane_v))
+        if self._comm is None:
+            return 0
+        c = self._comm(u, v, lane_u, lane_v)
+        if type(c) is int and c >= 0:  # the usual answer, without the checks' cost
+            return c
+        return whole_cycles(c, f"comm({u!r}, {v!r}, {lane_u!r}, {lane_v!r})")
 
     def mean_cost(self, node: Node) -> float:
         row = self.costs[node]

@@ -121,3 +121,21 @@ def test_a_node_the_cost_model_rejects_is_named():
     g.add_node("L00.attn.bad", op="CVO", lane_class="sfu", func="TANH", elements=4)
     with pytest.raises(GraphError, match="L00.attn.bad"):
         problem_from_graph(g, load_profile("v002-spec"))
+
+
+@pytest.mark.parametrize("bad", [2.5, -1, "3", float("nan")])
+def test_a_fractional_or_negative_comm_cost_is_refused_not_truncated(bad):
+    """As the DAG file reader refuses them: int(2.5) would schedule another problem."""
+    from pccx_flow.schedule.problem import comm_between_lanes
+
+    with pytest.raises(GraphError, match="communication cost of edge"):
+        comm_between_lanes({("a", "b"): bad})
+    g = nx.DiGraph([("a", "b")])
+    lanes = [Lane("x0", "x"), Lane("x1", "x")]
+    problem = SchedulingProblem(
+        g, lanes, {"a": {"x0": 1, "x1": 1}, "b": {"x0": 1, "x1": 1}},
+        comm=lambda u, v, lu, lv: bad,
+    )  # fmt: skip
+    with pytest.raises(GraphError, match=r"comm\('a', 'b', 'x0', 'x1'\)"):
+        problem.comm("a", "b", "x0", "x1")
+    assert comm_between_lanes({("a", "b"): 3.0})("a", "b", "x0", "x1") == 3  # whole is fine
