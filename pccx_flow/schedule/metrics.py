@@ -41,11 +41,32 @@ def estimate_label(profile: Any) -> str:
 # --- bounds --------------------------------------------------------------------------------
 
 
+def hardware_precedence(problem: SchedulingProblem) -> tuple[dict, dict]:
+    """``(preds, succs)`` of the problem without its order-only edges.
+
+    Order-only edges (``order_only=True``, e.g. `pccx_flow.schedule.memory.
+    kv_prefetch_edges`) are a heuristic's choice of when to issue a node, not something
+    the hardware forces: a schedule that ignores them can be valid and shorter. A bound
+    computed along them would bound that heuristic, not the hardware problem, so the
+    bounds below walk only the data edges."""
+    g = problem.graph
+    order_only = {(u, v) for u, v, d in g.edges(data=True) if d.get("order_only")}
+    if not order_only:
+        return problem.preds, problem.succs
+    preds = {n: tuple(p for p in problem.preds[n] if (p, n) not in order_only)
+             for n in problem.order}  # fmt: skip
+    succs = {n: tuple(s for s in problem.succs[n] if (n, s) not in order_only)
+             for n in problem.order}  # fmt: skip
+    return preds, succs
+
+
 def min_cost_critical_path(problem: SchedulingProblem) -> int:
-    """Longest path with every node at its cheapest lane and free communication."""
+    """Longest path over the data edges (`hardware_precedence`) with every node at its
+    cheapest lane and free communication."""
+    preds, _ = hardware_precedence(problem)
     finish: dict[Node, int] = {}
     for n in problem.order:
-        start = max((finish[p] for p in problem.preds[n]), default=0)
+        start = max((finish[p] for p in preds[n]), default=0)
         finish[n] = start + problem.min_cost(n)
     return max(finish.values(), default=0)
 
@@ -125,16 +146,19 @@ def pool_chain_bounds(problem: SchedulingProblem, hops: int = POOL_CHAIN_HOPS) -
     possible finish per node that every valid schedule respects; the bound is the largest
     finish plus its descendants' pool work. On a decode step it counts the stretches of
     host and SFU work between layers during which no weight can stream, which the plain
-    port-work bound (all weight bytes over all ports) leaves out.
+    port-work bound (all weight bytes over all ports) leaves out. Ancestors and descendants
+    are taken over the data edges only (`hardware_precedence`): an order-only edge of the
+    L2 heuristic is not a constraint of the hardware.
     """
     out: dict[str, int] = {}
+    preds, succs = hardware_precedence(problem)
     cost = {n: problem.min_cost(n) for n in problem.order}
     reach: dict[Node, tuple[Node, ...]] = {}
     for n in problem.order:  # ancestors within `hops` edges
-        seen = set(problem.preds[n])
+        seen = set(preds[n])
         frontier = seen
         for _ in range(hops - 1):
-            frontier = {r for q in frontier for r in problem.preds[q]} - seen
+            frontier = {r for q in frontier for r in preds[q]} - seen
             if not frontier:
                 break
             seen |= frontier
@@ -155,13 +179,13 @@ def pool_chain_bounds(problem: SchedulingProblem, hops: int = POOL_CHAIN_HOPS) -
         anc: dict[Node, int] = {}
         for n in problem.order:
             a = 0
-            for q in problem.preds[n]:
+            for q in preds[n]:
                 a |= anc[q] | bit.get(q, 0)
             anc[n] = a
         desc: dict[Node, int] = {}
         for n in reversed(problem.order):
             d = 0
-            for q in problem.succs[n]:
+            for q in succs[n]:
                 d |= desc[q] | bit.get(q, 0)
             desc[n] = d
         finish: dict[Node, int] = {}

@@ -278,3 +278,53 @@ def test_critical_path_says_when_lane_and_pool_both_bind():
     cp = schedule_critical_path(schedule, problem)
     assert [s["cause"] for s in cp["steps"]] == ["start", "lane+pool:port0"]
     assert cp["blocked_cycles"] == {"lane+pool": 3}
+
+
+@pytest.mark.parametrize("profile_name", ["v002-spec", "v002-as-built"])
+@pytest.mark.parametrize("position", [3, 31])
+def test_no_bound_exceeds_a_valid_schedule_made_without_the_l2_limit(profile_name, position):
+    """The bounds are bounds of the hardware problem, not of the L2 heuristic's graph.
+
+    The L2-limited problem adds order-only KV-prefetch edges (a heuristic) and capacities.
+    Every bound but the residency bound (which is about capacity) must therefore hold for
+    schedules that ignore both; the residency bound must hold for the L2-limited ones."""
+    from pccx_flow.graph.build import build_decode_graph
+    from pccx_flow.model.config import get_config
+    from pccx_flow.schedule.metrics import step_bounds
+    from pccx_flow.schedule.problem import problem_from_graph
+    from pccx_flow.schedule.registry import run_policy
+    from pccx_flow.schedule.validate import validate_schedule
+
+    profile = load_profile(profile_name)
+    graph = build_decode_graph(get_config("tiny"), position=position, profile=profile)
+    limited = problem_from_graph(graph, profile, memory=True)
+    free = problem_from_graph(graph, profile, memory=False)
+    bounds = step_bounds(limited, profile)["bounds_cycles"]
+    assert any(d.get("order_only") for *_, d in limited.graph.edges(data=True))
+    for policy in ("heft", "critical-path", "cpop", "etf", "program-order"):
+        unlimited = run_policy(free, profile, policy)
+        validate_schedule(unlimited, free)
+        within = run_policy(limited, profile, policy)
+        for name, cycles in bounds.items():
+            ref = within if name.startswith("residency:") else unlimited
+            assert cycles <= ref.makespan, (policy, name, cycles, ref.makespan)
+
+
+def test_order_only_edges_do_not_lengthen_a_bound():
+    """A heuristic's order-only edge (c before a) is not a hardware constraint: the critical
+    path and the pool-chain bound walk the data edges only, so they stay at what a schedule
+    that ignores the edge achieves (c beside a on the other lane)."""
+    from pccx_flow.schedule.metrics import hardware_precedence, min_cost_critical_path
+
+    g = nx.DiGraph()
+    g.add_edge("a", "b")
+    g.add_edge("c", "a", order_only=True)
+    lanes = [Lane("x0", "x"), Lane("x1", "x")]
+    costs = {"a": {"x0": 2, "x1": 2}, "b": {"x0": 3, "x1": 3}, "c": {"x0": 10, "x1": 10}}
+    problem = SchedulingProblem(g, lanes, costs, resources={"c": ("p",), "a": ("p",)},
+                                pools={"p": 2})  # fmt: skip
+    preds, succs = hardware_precedence(problem)
+    assert preds["a"] == () and succs["c"] == () and preds["b"] == ("a",)
+    assert min_cost_critical_path(problem) == 10  # c alone; a -> b is 5; not c -> a -> b = 15
+    assert pool_chain_bounds(problem)["pool_chain:p"] <= 10
+    # the schedule that ignores the edge: c on x1 from 0 to 10, a then b on x0: makespan 10
