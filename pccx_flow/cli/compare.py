@@ -78,6 +78,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--no-pools", action="store_true", help="random DAGs without shared pools")
     p.add_argument(
+        "--memory",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="decode steps within the profile's L2 (and SFU reach), as `schedule` and `emit` "
+        "schedule them (default); --no-memory compares them without that limit",
+    )
+    p.add_argument(
         "--exact-max-nodes",
         type=int,
         default=40,
@@ -160,7 +167,7 @@ def build_instances(args: argparse.Namespace) -> list[dict]:
             for pos in positions:
                 out.append(decode_instance(
                     prof, pos, preset=args.preset, semantics=args.semantics, layers=layers,
-                    tile_rows=args.tile_rows,
+                    tile_rows=args.tile_rows, memory=args.memory,
                 ))  # fmt: skip
     for item in out:
         if item["kind"] == "dag":

@@ -25,12 +25,19 @@ def decode_instance(
     semantics: str = "pccx",
     layers: tuple[int, int] | None = None,
     tile_rows: int = 512,
+    memory: bool = True,
 ) -> dict:
+    """A decode step, scheduled as `schedule` schedules it: within the profile's L2 (and SFU
+    reach) unless `memory` is False. The key says "/l2" for the limited problem, so a
+    journal written before the limit existed (keys without it) resumes as the unlimited
+    problem it was."""
     key = f"decode/{preset}/{semantics}/{profile}/pos{position}"
     if layers is not None:
         key += f"/layers{layers[0]}:{layers[1]}"
     if tile_rows != 512:
         key += f"/tile{tile_rows}"
+    if memory:
+        key += "/l2"
     return {
         "key": key,
         "kind": "decode",
@@ -40,6 +47,7 @@ def decode_instance(
         "semantics": semantics,
         "layers": list(layers) if layers else None,
         "tile_rows": tile_rows,
+        "memory": memory,
     }
 
 
@@ -110,7 +118,7 @@ def build_problem(desc: dict) -> tuple[SchedulingProblem, Any]:
             tile_rows=desc["tile_rows"],
             layers=tuple(desc["layers"]) if desc.get("layers") else None,
         )
-        return problem_from_graph(graph, profile), profile
+        return problem_from_graph(graph, profile, memory=desc.get("memory", False)), profile
     if kind == "random":
         from pccx_flow.compare.families import random_dag
         from pccx_flow.schedule.dagfile import problem_from_spec

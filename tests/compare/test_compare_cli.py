@@ -32,6 +32,33 @@ def test_compare_random_decode_and_a_file(tmp_path, capsys):
     assert len((tmp_path / "c.jsonl").read_text().splitlines()) == 4  # the journal
 
 
+def test_decode_steps_are_compared_within_l2_as_schedule_makes_them(tmp_path, capsys):
+    """The same makespan as `schedule` (L2 limit on) by default; --no-memory drops it."""
+    from pccx_flow.graph.build import build_decode_graph
+    from pccx_flow.hardware.profile import load_profile
+    from pccx_flow.model.config import get_config
+    from pccx_flow.schedule.problem import problem_from_graph
+    from pccx_flow.schedule.registry import run_policy
+
+    profile = load_profile("v002-spec")
+    graph = build_decode_graph(get_config("tiny"), position=20, profile=profile)
+    makespans = {}
+    for flag, memory in (("--memory", True), ("--no-memory", False)):
+        out = tmp_path / f"{memory}.json"
+        argv = ["compare", "--dags", "decode", "--preset", "tiny", "--positions", "20",
+                "--profiles", "v002-spec", "--policies", "critical-path", "--workers", "0",
+                "--json", str(out), "--exact-max-nodes", "0", flag]  # fmt: skip
+        assert main(argv) == 0
+        capsys.readouterr()
+        (inst,) = json.loads(out.read_text())["instances"]
+        assert inst["key"].endswith("/l2") == memory
+        problem = problem_from_graph(graph, profile, memory=memory)
+        want = run_policy(problem, profile, "critical-path")
+        assert inst["results"]["critical-path"]["makespan"] == want.makespan
+        makespans[memory] = want.makespan
+    assert makespans[True] != makespans[False]  # the limit changes the problem here
+
+
 @pytest.mark.parametrize(
     "args, words",
     [
