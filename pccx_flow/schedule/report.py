@@ -72,6 +72,7 @@ def format_summary(metrics: dict, context: dict | None = None, *, top_lanes: int
         lines.append(f"  {name[:26]:<26}{c:>14,}{tps:>11}  {gap}{mark}")
     if any(name.startswith("pool_chain:") for name in bounds):
         lines.append("  (pool_chain: pool work plus the chains between it; see metrics.py)")
+    lines += gap_split_lines(bounds, span)
     if metrics.get("below_bounds"):
         lines.append(
             f"  note: makespan is below {', '.join(metrics['below_bounds'])}: the scheduler"
@@ -154,3 +155,22 @@ def format_policy_list(rows: list[tuple[str, str, str]], default: str) -> str:
             desc = desc[: max(room - 3, 0)] + "..."
         out.append(f"{name:<{width}}  {desc}{mark}{tag}")
     return "\n".join(out)
+
+
+def gap_split_lines(bounds: dict[str, int], span: int) -> list[str]:
+    """How the makespan's gap to each pool's work bound splits: the idle time `pool_chain`
+    proves every schedule must leave in that pool (chains of other work between its users),
+    and the rest, which no bound explains (the policy's choices, or the L2 limit's)."""
+    out = []
+    for name, work in sorted(bounds.items()):
+        if not name.startswith("pool:") or not work:
+            continue
+        pool = name.partition(":")[2]
+        chain = bounds.get(f"pool_chain:{pool}")
+        if chain is None or span <= work:
+            continue
+        forced = max(0, min(chain, span) - work)
+        free = span - max(work, chain)
+        out.append(f"  gap to pool:{pool} {span - work:,} cycles = {forced:,} forced idle")
+        out.append(f"    (pool_chain proves it) + {max(free, 0):,} no bound explains (policy, L2)")
+    return out

@@ -90,3 +90,15 @@ def test_policy_list_is_one_line_each():
     assert text.splitlines() == ["a   first (default)", "bb  second [plugin]"]
     long = format_policy_list([("p", "plugin m:C", "x" * 200)], default="a")
     assert len(long) == 80 and long.endswith("... [plugin]")
+
+
+def test_the_gap_to_the_pool_bound_splits_into_proven_idle_and_the_rest():
+    from pccx_flow.schedule.report import gap_split_lines
+
+    lines = gap_split_lines({"pool:p": 100, "pool_chain:p": 130, "lane_class:x": 90}, 200)
+    assert lines == [
+        "  gap to pool:p 100 cycles = 30 forced idle",
+        "    (pool_chain proves it) + 70 no bound explains (policy, L2)",
+    ]
+    assert gap_split_lines({"pool:p": 100, "pool_chain:p": 130}, 100) == []  # no gap
+    assert gap_split_lines({"pool:p": 100}, 200) == []  # no chain bound to split by
