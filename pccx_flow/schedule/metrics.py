@@ -49,15 +49,21 @@ def hardware_precedence(problem: SchedulingProblem) -> tuple[dict, dict]:
     the hardware forces: a schedule that ignores them can be valid and shorter. A bound
     computed along them would bound that heuristic, not the hardware problem, so the
     bounds below walk only the data edges."""
+    cached = getattr(problem, "_hardware_precedence", None)
+    if cached is not None:
+        return cached
     g = problem.graph
     order_only = {(u, v) for u, v, d in g.edges(data=True) if d.get("order_only")}
     if not order_only:
-        return problem.preds, problem.succs
-    preds = {n: tuple(p for p in problem.preds[n] if (p, n) not in order_only)
-             for n in problem.order}  # fmt: skip
-    succs = {n: tuple(s for s in problem.succs[n] if (n, s) not in order_only)
-             for n in problem.order}  # fmt: skip
-    return preds, succs
+        out = (problem.preds, problem.succs)
+    else:
+        preds = {n: tuple(p for p in problem.preds[n] if (p, n) not in order_only)
+                 for n in problem.order}  # fmt: skip
+        succs = {n: tuple(s for s in problem.succs[n] if (n, s) not in order_only)
+                 for n in problem.order}  # fmt: skip
+        out = (preds, succs)
+    problem._hardware_precedence = out  # the problem's graph does not change once built
+    return out
 
 
 def min_cost_critical_path(problem: SchedulingProblem) -> int:
@@ -173,8 +179,13 @@ def pool_chain_bounds(problem: SchedulingProblem, hops: int = POOL_CHAIN_HOPS) -
             by_cost[cost[u]] |= bit[u]
         masks = list(by_cost.items())
 
-        def work(members: int, masks=masks) -> int:
-            return sum(c * (members & m).bit_count() for c, m in masks)
+        memo: dict[int, int] = {}  # the same member sets recur across nodes
+
+        def work(members: int, masks=masks, memo=memo) -> int:
+            w = memo.get(members)
+            if w is None:
+                w = memo[members] = sum(c * (members & m).bit_count() for c, m in masks)
+            return w
 
         anc: dict[Node, int] = {}
         for n in problem.order:
