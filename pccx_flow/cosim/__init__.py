@@ -7,5 +7,6 @@ taken from the replay's timeline (`stimulus`), the build cache and the simulatio
 (`simulate`), and the comparison with the program's own decode and the replay
 (`compare`).
 
-Imports `pccx_flow.board` (the ISA, programs, the replay) and nothing that imports it.
+Imports `pccx_flow.board` (the ISA, programs, the replay) and `pccx_flow.traces`; only the
+command line imports it.
 """
