@@ -250,3 +250,11 @@ def writing(path: Path) -> Iterator[None]:
         yield
     except OSError as exc:
         raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def check_scheduler_address(address: str | None) -> None:
+    """One line when a --scheduler value is not a Dask address (no ``scheme://``)."""
+    if address and "://" not in address:
+        raise InputError(
+            f"--scheduler {address!r} is not an address; give one like tcp://127.0.0.1:8786"
+        )

@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import sys
 
+from pccx_flow.cli.common import check_scheduler_address
 from pccx_flow.errors import InputError
 
 
@@ -29,10 +30,7 @@ def _check(args) -> None:
     given = [o for o, v in single.items() if v]
     if given:
         raise InputError(f"{given[0]} is an option of a single-program dispatch; drop it")
-    if args.scheduler and "://" not in args.scheduler:
-        raise InputError(
-            f"--scheduler {args.scheduler!r} is not an address; give one like tcp://127.0.0.1:8786"
-        )
+    check_scheduler_address(args.scheduler)
 
 
 @contextlib.contextmanager

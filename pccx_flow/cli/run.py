@@ -19,6 +19,7 @@ import numpy as np
 from pccx_flow.cli.common import (
     CONFIG_FILE_HELP,
     add_policy_timeout_arg,
+    check_scheduler_address,
     checkpoint_config,
     float_in,
     positive,
@@ -275,12 +276,7 @@ def _check_options(args) -> None:
         raise InputError("--keep-open keeps the --dashboard page up; add --dashboard or drop it")
     if args.report and Path(args.report).suffix.lower() != ".html":
         raise InputError(f"--report {args.report!r} must end in .html, e.g. --report run.html")
-    if args.scheduler and "://" not in args.scheduler:
-        raise InputError(
-            f"--scheduler {args.scheduler!r} is not an address; give one like tcp://127.0.0.1:8786"
-        )
-
-
+    check_scheduler_address(args.scheduler)
 
 
 @contextlib.contextmanager
