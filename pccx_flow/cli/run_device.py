@@ -74,9 +74,8 @@ def device_backend(args, ckpt, policy, client, announce) -> dict:
     return {"graph_for_position": graphs, "run_step": steps}
 
 
-def print_device(steps, args, print_programs) -> str:
-    """The programs the device ran and its times per step; returns the table's 'where'."""
-    print_programs(steps.summaries, args)
+def print_device(steps) -> str:
+    """The device's times per step; returns the run table's 'where'."""
     views = steps.views
     device = steps.reports and views and views[-1]["source"]
     print(f"device times per step ({device}):")

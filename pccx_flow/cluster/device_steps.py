@@ -60,9 +60,10 @@ GROUPINGS = ("layer", "batch")
 def group_pieces(program, steps: list, graph, per: str = "layer") -> list[list[int]]:
     """Program steps (indices into `steps`) grouped into tasks: ``batch`` one task per batch
     or host step (fences ride with the step before); ``layer`` the consecutive steps of one
-    model layer per task. A dependent Dask task costs ~6.5 ms here on an in-process cluster
+    model layer per task. A dependent Dask task costs ~6 ms here on an in-process cluster
     (the scheduler batches its messages to a worker every 5 ms), and a tiny step has ~2,500
-    batches and host steps, so per-batch tasks add ~15 s per step; per layer, a few dozen
+    batches and host steps, so per-batch tasks add ~13 s per step
+    (`benchmarks/bench_device_tasks.py`); per layer, a few dozen
     tasks. The times recorded per batch are the same either way."""
     from pccx_flow.board.device.dispatch import Batch
 
@@ -165,8 +166,10 @@ class DeviceSteps:
         steps = plan(program, board_registers(self.profile).max_batch)
         ctx = StepContext(state.config, state.semantics, state.position, state.token_id)
         tag = f"p{state.position}-{next(_RUNS):06x}"
-        open_args = (program, self.weights_path, state.k_cache.copy(), state.v_cache.copy(),
-                     ctx, self.profile, self.timeout)  # fmt: skip
+        # the caches as they are: `get` is synchronous, so nothing changes them while the
+        # step runs, and the open task only reads them into the DDR image
+        open_args = (program, self.weights_path, state.k_cache, state.v_cache, ctx,
+                     self.profile, self.timeout)  # fmt: skip
         groups = group_pieces(program, steps, graph, self.per)
         dsk, last, ann = piece_graph(tag, program, steps, groups, graph, open_args)
         names = next(iter(ann.values())).keys()

@@ -21,6 +21,7 @@ one task, for independent work spread over many devices (`pccx_flow.cluster.swee
 from __future__ import annotations
 
 import dataclasses
+import re
 import shutil
 import tempfile
 import threading
@@ -123,8 +124,18 @@ def _plugin() -> NpuWorker:
     return plugin
 
 
+_ON_WORKER = re.compile(r" on worker (\S+?): ")
+
+
 def _where(plugin: NpuWorker, exc: BaseException) -> BoardError:
     return BoardError(f"{plugin.spec.label} on worker {plugin.address}: {exc}")
+
+
+def failed_worker(message: str) -> str | None:
+    """The worker a device failure came from, read back from `_where`'s message (a
+    `BoardError` crosses to the client as its text)."""
+    found = _ON_WORKER.search(message)
+    return found.group(1) if found else None
 
 
 def open_step(tag: str, program, weights_path: str, k_past, v_past, ctx, profile,

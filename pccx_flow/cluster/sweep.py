@@ -17,17 +17,15 @@ task per device at a time. Two kinds of loss are handled, and both are reported:
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pccx_flow.cluster import NPU_RESOURCE
-from pccx_flow.cluster.npu_worker import dispatch_program
+from pccx_flow.cluster.npu_worker import dispatch_program, failed_worker
 from pccx_flow.errors import BoardError
 
 _SWEEPS = itertools.count()
-_ON_WORKER = re.compile(r" on worker (\S+?): ")
 
 
 @dataclass
@@ -84,9 +82,9 @@ def dispatch_sweep(
             res = fut.result()
         except BoardError as exc:
             out.losses.append(f"{name}: {exc}")
-            where = _ON_WORKER.search(str(exc))  # `npu_worker` names the worker this way
-            if where:
-                failed_on.setdefault(name, set()).add(where.group(1))
+            worker = failed_worker(str(exc))
+            if worker:
+                failed_on.setdefault(name, set()).add(worker)
             if tries[name] < attempts:
                 again = submit(name)
                 pending[again] = name

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import statistics
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from pccx_flow.board.timing.replay import Replay, replay, replay_timeline
@@ -41,11 +41,6 @@ class CosimReport:
     bound_gaps: dict
     issue_gaps: dict  # words held by the model's completion wait
     bound_error: float | None  # median |model - RTL| / RTL cycle on controller-bound words
-    starts: dict[int, int] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return self.match.mismatch is None
 
 
 def cosim(program, profile, rtl: Path, verilator: str, *, host_waits: str = "fences",
@@ -72,7 +67,7 @@ def cosim(program, profile, rtl: Path, verilator: str, *, host_waits: str = "fen
     return CosimReport(
         model, r, match, len(log.writes), log.end, seconds, gap_table(match.issued, starts),
         gap_table(match.issued, bound), gap_table(match.issued, held),
-        statistics.median(errors) if errors else None, starts,
+        statistics.median(errors) if errors else None,
     )  # fmt: skip
 
 

@@ -92,6 +92,20 @@ def bf16_step_verdict(
     return bool(max_abs_diff <= limit and chosen_gap <= limit and kv_error <= tolerance)
 
 
+def bf16_judgement(logits, want, kv_pairs) -> tuple[bool, float, float, float]:
+    """The BF16 rule applied to one step: ``(ok, kv_error, logit_scale, chosen_gap)``.
+
+    `logits` are ours, `want` the reference's, `kv_pairs` the (ours, theirs) new KV rows;
+    `kv_error` is the largest `kv_relative_error` of them. The one place the rule's inputs
+    are derived, for `run --check` and the emulator's check alike."""
+    want = np.asarray(want, dtype=np.float64)
+    diff = float(np.max(np.abs(np.asarray(logits, dtype=np.float64) - want)))
+    kv_error = max((kv_relative_error(a, b) for a, b in kv_pairs), default=0.0)
+    scale = float(np.max(np.abs(want)))
+    chosen_gap = float(np.max(want) - want[int(np.argmax(logits))])
+    return bf16_step_verdict(diff, scale, chosen_gap, kv_error), kv_error, scale, chosen_gap
+
+
 def kv_rounding(ours: np.ndarray, theirs: np.ndarray) -> KVRounding:
     """Compare two new KV rows stored in the cache dtype.
 

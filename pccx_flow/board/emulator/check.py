@@ -17,8 +17,7 @@ from pccx_flow.execute.compare import (
     FLOAT64_LOGIT_TOLERANCE,
     LOGIT_TOLERANCE,
     KVRounding,
-    bf16_step_verdict,
-    kv_relative_error,
+    bf16_judgement,
     kv_rounding,
     step_verdict,
 )
@@ -87,20 +86,18 @@ def emulate_against_reference(
         )  # fmt: skip
     diff = float(np.max(np.abs(logits.astype(np.float64) - want.astype(np.float64))))
     flips = beyond = unequal = 0
-    kv_error = 0.0
-    for layer, (k, v) in rows.items():
-        for ours, theirs in ((k, cache.k[layer, position]), (v, cache.v[layer, position])):
-            r = kv_rounding(ours, theirs)
-            flips += r.flips
-            beyond += r.beyond
-            unequal += int(not np.array_equal(ours, theirs))
-            kv_error = max(kv_error, kv_relative_error(ours, theirs))
+    pairs = [(ours, theirs[layer, position]) for layer, (k, v) in rows.items()
+             for ours, theirs in ((k, cache.k), (v, cache.v))]  # fmt: skip
+    for ours, theirs in pairs:
+        r = kv_rounding(ours, theirs)
+        flips += r.flips
+        beyond += r.beyond
+        unequal += int(not np.array_equal(ours, theirs))
     same = int(np.argmax(logits)) == int(np.argmax(want))
-    scale = float(np.max(np.abs(want)))
-    chosen_gap = float(np.max(want) - want[int(np.argmax(logits))])
+    bf16_ok, kv_error, scale, chosen_gap = bf16_judgement(logits, want, pairs)
     if meta.get("l2_dtype") == "bfloat16":  # the as-built target stores BF16
         tol = BF16_RELATIVE_TOLERANCE * scale
-        ok = bf16_step_verdict(diff, scale, chosen_gap, kv_error)
+        ok = bf16_ok
     elif precision == "float64":  # both sides exact between storage roundings: rows identical
         tol = FLOAT64_LOGIT_TOLERANCE
         ok = diff <= tol and same and unequal == 0
