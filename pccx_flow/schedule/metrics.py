@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
 from math import ceil
 from typing import Any
 
@@ -139,7 +140,9 @@ def residency_bounds(problem: SchedulingProblem) -> dict[str, int]:
 POOL_CHAIN_HOPS = 4  # 5 tightens E4B's bound by 0.3 % more for 50 % more time
 
 
-def pool_chain_bounds(problem: SchedulingProblem, hops: int = POOL_CHAIN_HOPS) -> dict[str, int]:
+def pool_chain_bounds(
+    problem: SchedulingProblem, hops: int = POOL_CHAIN_HOPS, *, capacity: bool = False
+) -> dict[str, int]:
     """A lower bound per pool that adds the pool's work to the dependency chains around it.
 
     Pool users (nodes holding an instance of pool P, which has ``k`` instances) between two
@@ -155,8 +158,14 @@ def pool_chain_bounds(problem: SchedulingProblem, hops: int = POOL_CHAIN_HOPS) -
     port-work bound (all weight bytes over all ports) leaves out. Ancestors and descendants
     are taken over the data edges only (`hardware_precedence`): an order-only edge of the
     L2 heuristic is not a constraint of the hardware.
+
+    With ``capacity=True`` the pass also applies the starts `capacity_forced_starts`
+    proves (reads that L2 cannot hold ahead of their use), and the bound is named
+    ``capacity_chain:<pool>``: a later start is still a lower bound of every valid
+    schedule, so the longest-path argument above is unchanged.
     """
     out: dict[str, int] = {}
+    forced = _capacity_groups(problem) if capacity else []
     preds, succs = hardware_precedence(problem)
     cost = {n: problem.min_cost(n) for n in problem.order}
     reach: dict[Node, tuple[Node, ...]] = {}
@@ -201,6 +210,7 @@ def pool_chain_bounds(problem: SchedulingProblem, hops: int = POOL_CHAIN_HOPS) -
             desc[n] = d
         finish: dict[Node, int] = {}
         best_end = 0
+        late = _ForcedStarts(problem, forced, preds, finish) if forced else None
         for n in problem.order:
             start = -(-work(anc[n]) // count)
             for m in reach[n]:
@@ -208,12 +218,138 @@ def pool_chain_bounds(problem: SchedulingProblem, hops: int = POOL_CHAIN_HOPS) -
                 t = finish[m] + (-(-work(between) // count) if between else 0)
                 if t > start:
                     start = t
+            if late is not None:
+                t = late.start_at_least(n)
+                if t > start:
+                    start = t
             finish[n] = start + cost[n]
             end = finish[n] + -(-work(desc[n]) // count)
             if end > best_end:
                 best_end = end
-        out[f"pool_chain:{pool}"] = best_end
+        out[f"{'capacity_chain' if capacity else 'pool_chain'}:{pool}"] = best_end
     return out
+
+
+@dataclass(frozen=True)
+class CapacityGroup:
+    """Nodes with no inputs whose outputs must wait in a capacity for their readers.
+
+    ``late_work`` is the least lane time (over ``lanes`` lanes) the group's nodes must spend
+    after the first of their readers can start: what does not fit in ``capacity`` bytes
+    cannot have been read ahead (`capacity_forced_starts`).
+    """
+
+    sources: frozenset
+    readers: frozenset
+    late_work: int
+    lanes: int
+
+
+def _capacity_groups(problem: SchedulingProblem) -> list[CapacityGroup]:
+    """Per layer (the ``layer`` attribute of decode nodes; one group for nodes without one),
+    the KV-like reads of each capacity.
+
+    A source is a node with no data inputs that holds bytes of a capacity for readers (a
+    decode step's KV tile reads). Reads of one layer form a group; the early work is the
+    most lane time a set of the group's reads of at most the capacity's bytes can take
+    (a fractional knapsack: an upper bound of the 0/1 one), the late work the rest.
+    """
+    preds, _ = hardware_precedence(problem)
+    groups: dict[tuple, dict] = {}
+    for hold in problem.holds:
+        n = hold.node
+        if preds[n] or not hold.readers:
+            continue
+        for cap, nbytes in hold.row:
+            key = (cap, problem.graph.nodes[n].get("layer"))
+            g = groups.setdefault(key, {"bytes": {}, "readers": set()})
+            g["bytes"][n] = g["bytes"].get(n, 0) + nbytes
+            g["readers"].update(hold.readers)
+    out = []
+    for (cap, _), g in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        size = problem.capacities[cap]
+        work = {n: problem.min_cost(n) for n in g["bytes"]}
+        room, early = size, 0.0
+        for n in sorted(work, key=lambda n: -work[n] / max(g["bytes"][n], 1)):
+            b = g["bytes"][n]
+            if b <= room:
+                room -= b
+                early += work[n]
+            else:
+                early += work[n] * room / b
+                break
+        late = sum(work.values()) - ceil(early)
+        lanes = {ln for n in g["bytes"] for ln in problem.costs[n]}
+        if late > 0:
+            out.append(
+                CapacityGroup(frozenset(g["bytes"]), frozenset(g["readers"]), late, len(lanes))
+            )
+    return out
+
+
+class _ForcedStarts:
+    """The starts `capacity_forced_starts` proves, applied during a longest-path pass.
+
+    Claim: let G be a group of sources (no inputs) holding bytes of a capacity of size C
+    for their readers, t_q a lower bound of the earliest start of any reader, W_late the
+    group's late work on its k lanes (`_capacity_groups`). Then every node n that has all
+    of G among its ancestors starts at or after ``t_q + ceil(W_late / k)``.
+
+    Proof: let T be the earliest start of a reader of G in a valid schedule (T >= t_q).
+    A source that started before T holds its bytes until its readers finish, all at or
+    after T, so just before T every such source is resident at once: their bytes are at
+    most C, and their lane time at most the knapsack's early work. Every other source
+    starts at T or later, and those carry at least W_late of lane time on k lanes, so the
+    last of them finishes no earlier than T + ceil(W_late / k); each is an ancestor of n,
+    so n starts after it.
+
+    t_q is the least, over G's readers, of the largest finish (from this pass) of a
+    reader's inputs that are not in G; the term is applied at a node once every reader
+    precedes it in the pass (so t_q is final) and all of G are its ancestors, and is
+    carried to descendants by the pass itself.
+    """
+
+    def __init__(self, problem: SchedulingProblem, groups, preds, finish) -> None:
+        self.preds, self.finish, self.groups, self.index = preds, finish, groups, problem.index
+        sources = sorted({n for g in groups for n in g.sources}, key=problem.index.__getitem__)
+        self.src_bit = {n: 1 << j for j, n in enumerate(sources)}
+        self.source_masks = [sum(self.src_bit[n] for n in g.sources) for g in groups]
+        self.last_reader = [max(problem.index[r] for r in g.readers) for g in groups]
+        self.reader_of: dict[Node, list[int]] = defaultdict(list)
+        for i, g in enumerate(groups):
+            for r in g.readers:
+                self.reader_of[r].append(i)
+        self.t_q: list[int | None] = [None] * len(groups)
+        self.anc: dict[Node, int] = {}  # sources among a node's ancestors, as bits
+        self.applied: dict[Node, frozenset] = {}  # groups whose start a node inherits
+
+    def start_at_least(self, n: Node) -> int:
+        """The largest forced start of `n` (0 if none); call once per node, in order."""
+        preds, finish = self.preds[n], self.finish
+        mask = 0
+        applied: frozenset = frozenset()
+        for p in preds:
+            mask |= self.anc[p] | self.src_bit.get(p, 0)
+            if not self.applied[p] <= applied:
+                applied = applied | self.applied[p]
+        self.anc[n] = mask
+        for i in self.reader_of.get(n, ()):
+            sources = self.groups[i].sources
+            gate = max((finish[p] for p in preds if p not in sources), default=0)
+            if self.t_q[i] is None or gate < self.t_q[i]:
+                self.t_q[i] = gate
+        best, added, idx = 0, [], self.index[n]
+        for i, g in enumerate(self.groups):
+            if i in applied or idx <= self.last_reader[i]:
+                continue
+            if mask & self.source_masks[i] != self.source_masks[i]:
+                continue
+            t = (self.t_q[i] or 0) + -(-g.late_work // g.lanes)
+            if t > best:
+                best = t
+            added.append(i)
+        self.applied[n] = applied | frozenset(added) if added else applied
+        return best
 
 
 def graph_bounds(problem: SchedulingProblem, profile: Any) -> dict[str, int] | None:
@@ -551,6 +687,8 @@ def step_bounds(problem: SchedulingProblem, profile: Any = None) -> dict[str, An
     bounds = {
         **bounds,
         **pool_chain_bounds(problem, hops=POOL_CHAIN_HOPS),
+        **(pool_chain_bounds(problem, hops=POOL_CHAIN_HOPS, capacity=True)
+           if problem.capacities else {}),  # fmt: skip
         **residency_bounds(problem),
     }
     return {

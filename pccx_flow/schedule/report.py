@@ -72,6 +72,8 @@ def format_summary(metrics: dict, context: dict | None = None, *, top_lanes: int
         lines.append(f"  {name[:26]:<26}{c:>14,}{tps:>11}  {gap}{mark}")
     if any(name.startswith("pool_chain:") for name in bounds):
         lines.append("  (pool_chain: pool work plus the chains between it; see metrics.py)")
+    if any(name.startswith("capacity_chain:") for name in bounds):
+        lines.append("  (capacity_chain: pool_chain plus KV reads L2 cannot hold ahead of use)")
     lines += gap_split_lines(bounds, span)
     if metrics.get("below_bounds"):
         lines.append(
@@ -160,7 +162,8 @@ def format_policy_list(rows: list[tuple[str, str, str]], default: str) -> str:
 def gap_split_lines(bounds: dict[str, int], span: int) -> list[str]:
     """How the makespan's gap to each pool's work bound splits: the idle time `pool_chain`
     proves every schedule must leave in that pool (chains of other work between its users),
-    and the rest, which no bound explains (the policy's choices, or the L2 limit's)."""
+    the further idle time `capacity_chain` proves (reads L2 cannot hold ahead of use), and
+    the rest, which no bound explains (the policy's choices)."""
     out = []
     for name, work in sorted(bounds.items()):
         if not name.startswith("pool:") or not work:
@@ -170,7 +173,14 @@ def gap_split_lines(bounds: dict[str, int], span: int) -> list[str]:
         if chain is None or span <= work:
             continue
         forced = max(0, min(chain, span) - work)
-        free = span - max(work, chain)
+        capacity = max(0, min(bounds.get(f"capacity_chain:{pool}", 0), span) - max(work, chain))
+        free = span - max(work, chain) - capacity
         out.append(f"  gap to pool:{pool} {span - work:,} cycles = {forced:,} forced idle")
-        out.append(f"    (pool_chain proves it) + {max(free, 0):,} no bound explains (policy, L2)")
+        if capacity:
+            out.append(f"    (pool_chain proves it) + {capacity:,} forced by L2 capacity")
+            out.append(f"    (capacity_chain proves it) + {max(free, 0):,} no bound explains")
+        else:
+            out.append(
+                f"    (pool_chain proves it) + {max(free, 0):,} no bound explains (policy, L2)"
+            )
     return out

@@ -398,18 +398,33 @@ def test_kv_reads_are_issued_just_ahead_of_use():
     assert len(k) == len(v) == 3  # 40 past rows of a global layer in 16-key tiles
     assert [graph.nodes[n]["params"]["positions"] for n in k] == [[0, 16], [16, 32], [32, 40]]
     pred = {n: set(problem.preds[n]) for n in reads}
-    assert pred[k[0]] == pred[k[1]] == set(graph.predecessors("L04.attn.q_proj.h0"))
+    # the first tiles stream in once the previous KV-reading layer's attention is done
+    kv_layers = sorted({a["layer"] for _, a in graph.nodes(data=True) if a["kernel"] == "kv_read"})
+    before = kv_layers[kv_layers.index(4) - 1]
+    last = [
+        max((n for n, a in graph.nodes(data=True)
+             if a["kernel"] == "kv_read" and a["layer"] == before and a["params"]["kind"] == kind),
+            key=lambda n: graph.nodes[n]["params"]["start"])
+        for kind in ("k", "v")
+    ]  # fmt: skip
+    done = {r for n in last for r in graph.successors(n)}
+    assert done and pred[k[0]] == pred[k[1]] == pred[v[0]] == done
     # two K tiles in flight: K tile 2 waits for tile 0's scores and what frees their EXPs
     exps = {x for sc in graph.successors(k[0]) for x in graph.successors(sc)
             if graph.nodes[x]["func"] == "EXP"}  # fmt: skip
     assert len(exps) == 8 and pred[k[2]] == set(graph.successors(k[0])) | {
         r for x in exps for r in graph.successors(x)
     }
-    assert pred[v[0]] == set(graph.successors(k[0]))  # V tile t after tile t's scores
     # then one V tile at a time, each after its own K tile's scores
     assert pred[v[1]] == set(graph.successors(v[0])) | set(graph.successors(k[1]))
     assert pred[v[2]] == set(graph.successors(v[1])) | set(graph.successors(k[2]))
     assert all(graph.nodes[s]["kernel"] == "attn_pv" for s in graph.successors(v[0]))
+    first = min(kv_layers)  # nothing before it: its first tiles wait for its own input
+    k_first = min((n for n, a in graph.nodes(data=True) if a["kernel"] == "kv_read"
+                   and a["layer"] == first and a["params"]["kind"] == "k"),
+                  key=lambda n: graph.nodes[n]["params"]["start"])  # fmt: skip
+    q0 = f"L{first:02d}.attn.q_proj.h0"
+    assert set(problem.preds[k_first]) == set(graph.predecessors(q0))
     assert all(graph.nodes[s]["kernel"] == "attn_scores" for s in graph.successors(k[1]))
 
 

@@ -7,6 +7,7 @@ import dataclasses
 import networkx as nx
 import pytest
 
+from pccx_flow.errors import PccxFlowError
 from pccx_flow.hardware.profile import load_profile
 from pccx_flow.schedule.metrics import (
     latest_starts,
@@ -286,8 +287,9 @@ def test_no_bound_exceeds_a_valid_schedule_made_without_the_l2_limit(profile_nam
     """The bounds are bounds of the hardware problem, not of the L2 heuristic's graph.
 
     The L2-limited problem adds order-only KV-prefetch edges (a heuristic) and capacities.
-    Every bound but the residency bound (which is about capacity) must therefore hold for
-    schedules that ignore both; the residency bound must hold for the L2-limited ones."""
+    Every bound but the residency and capacity-chain bounds (which are about capacity) must
+    therefore hold for schedules that ignore both; those two must hold for the L2-limited
+    ones."""
     from pccx_flow.graph.build import build_decode_graph
     from pccx_flow.model.config import get_config
     from pccx_flow.schedule.metrics import step_bounds
@@ -306,7 +308,8 @@ def test_no_bound_exceeds_a_valid_schedule_made_without_the_l2_limit(profile_nam
         validate_schedule(unlimited, free)
         within = run_policy(limited, profile, policy)
         for name, cycles in bounds.items():
-            ref = within if name.startswith("residency:") else unlimited
+            capacity = name.startswith(("residency:", "capacity_chain:"))
+            ref = within if capacity else unlimited
             assert cycles <= ref.makespan, (policy, name, cycles, ref.makespan)
 
 
@@ -328,3 +331,45 @@ def test_order_only_edges_do_not_lengthen_a_bound():
     assert min_cost_critical_path(problem) == 10  # c alone; a -> b is 5; not c -> a -> b = 15
     assert pool_chain_bounds(problem)["pool_chain:p"] <= 10
     # the schedule that ignores the edge: c on x1 from 0 to 10, a then b on x0: makespan 10
+
+
+def capacity_example(capacity: int) -> SchedulingProblem:
+    """Four 1-byte reads (10 cycles each on one DMA lane) of which a gate q (5 cycles) must
+    finish before any reader; the reads' readers feed n, which holds the pool."""
+    g = nx.DiGraph()
+    for i in range(4):
+        g.add_edge(f"s{i}", f"r{i}")
+        g.add_edge("q", f"r{i}")
+        g.add_edge(f"r{i}", "n")
+    lanes = [Lane("dma0", "dma"), Lane("x0", "x")]
+    costs = {f"s{i}": {"dma0": 10} for i in range(4)}
+    costs.update({f"r{i}": {"x0": 1} for i in range(4)})
+    costs.update({"q": {"x0": 5}, "n": {"x0": 3}})
+    holds = {f"s{i}": [((f"r{i}",), {"l2": 1})] for i in range(4)}
+    return SchedulingProblem(g, lanes, costs, resources={"n": ("p",)}, pools={"p": 1},
+                             capacities={"l2": capacity}, holds=holds)  # fmt: skip
+
+
+def test_capacity_chain_counts_the_reads_the_capacity_cannot_hold_ahead():
+    """Two of the four reads can be resident when the first reader may start (t_q = 5, q's
+    finish): the other two, 20 cycles on the one DMA lane, come after, so n starts at 25 or
+    later and ends at 28 or later; pool_chain alone sees the chain q -> r -> n (5 + 1 + 3)
+    and the reads (10 + 1 + 3)."""
+    problem = capacity_example(2)
+    assert pool_chain_bounds(problem) == {"pool_chain:p": 14}
+    assert pool_chain_bounds(problem, capacity=True) == {"capacity_chain:p": 28}
+    # room for all four: nothing is forced after the gate
+    assert pool_chain_bounds(capacity_example(4), capacity=True) == {"capacity_chain:p": 14}
+    # a valid schedule by hand: two reads, their readers, then the next two as room frees
+    rows = {"s0": ("dma0", 0, 10), "s1": ("dma0", 10, 20), "s2": ("dma0", 20, 30),
+            "s3": ("dma0", 30, 40), "q": ("x0", 0, 5), "r0": ("x0", 10, 11),
+            "r1": ("x0", 20, 21), "r2": ("x0", 30, 31), "r3": ("x0", 40, 41),
+            "n": ("x0", 41, 44)}  # fmt: skip
+    slots = {n: Slot(n, ln, a, b, ("p0",) if n == "n" else ()) for n, (ln, a, b) in rows.items()}
+    validate_schedule(Schedule("hand", "none", problem.lanes, slots), problem)
+    for policy in BUILTIN_POLICIES:  # a policy that reads every source first deadlocks here
+        try:
+            s = run_policy(problem, None, policy)
+        except PccxFlowError:
+            continue
+        assert s.makespan >= 28, policy

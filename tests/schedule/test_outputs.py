@@ -102,3 +102,9 @@ def test_the_gap_to_the_pool_bound_splits_into_proven_idle_and_the_rest():
     ]
     assert gap_split_lines({"pool:p": 100, "pool_chain:p": 130}, 100) == []  # no gap
     assert gap_split_lines({"pool:p": 100}, 200) == []  # no chain bound to split by
+    with_capacity = {"pool:p": 100, "pool_chain:p": 130, "capacity_chain:p": 170}
+    assert gap_split_lines(with_capacity, 200) == [
+        "  gap to pool:p 100 cycles = 30 forced idle",
+        "    (pool_chain proves it) + 40 forced by L2 capacity",
+        "    (capacity_chain proves it) + 30 no bound explains",
+    ]
