@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from pccx_flow.cli.common import (
@@ -150,7 +151,10 @@ def run(args: argparse.Namespace) -> int:
             "progress": not args.no_progress and sys.stderr.isatty()}  # fmt: skip
     tasks = make_tasks([base_point, *points], sweep.profile, sweep.preset, sweep.policies,
                        sweep.memory)  # fmt: skip
-    records = with_cost(run_points(tasks, cache, **opts), base)
+    fresh: list[dict] = []
+    t0 = time.perf_counter()
+    records = with_cost(run_points(tasks, cache, on_record=fresh.append, **opts), base)
+    wall = time.perf_counter() - t0
     base_record, records = records[0], records[1:]
     table = smallest_changes([base_record, *records])
     curves: dict[str, list[dict]] = {}
@@ -179,6 +183,7 @@ def run(args: argparse.Namespace) -> int:
         "axes": [a.__dict__ for a in sweep.axes], "records": records,
         "base_point": base_point, "base_record": base_record,
         "smallest_changes": table, "curves": curves,
+        "timing": {"points": len(tasks), "evaluated": len(fresh), "wall_seconds": wall},
     }  # fmt: skip
     from pccx_flow.explore.report import format_summary, to_csv, to_json
 

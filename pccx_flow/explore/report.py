@@ -35,6 +35,12 @@ def format_summary(result: dict[str, Any]) -> str:
         f"every tok/s is a model estimate on profile {result['profile']} with the point's "
         "changes; cost in units of docs/explore.md",
     ]
+    timing = result.get("timing")
+    if timing:
+        n, secs = timing["evaluated"], timing["wall_seconds"]
+        rate = f", {n / secs:.2f} points/s" if n and secs > 0 else ""
+        lines.append(f"evaluated {n} of {timing['points']} points (with the base design; the "
+                     f"rest from the cache) in {secs:.1f} s of wall time on this machine{rate}")
     base = result.get("base_record")
     if base is not None and "error" not in base:
         lines.append(f"base design ({describe(base['point'])}): {_rate(base['tok_s'])} tok/s, "
