@@ -8,7 +8,7 @@ and the points/s printed counts those alone.
 
     python benchmarks/bench_explore.py                  # writes benchmarks/results/explore.json
     python benchmarks/bench_explore.py --points 40 --workers 2
-    python benchmarks/bench_explore.py --sweep docs/graphs/explore-e4b.toml --cache .pccx-explore-cache
+    python benchmarks/bench_explore.py --sweep docs/graphs/explore-e4b.toml --cache DIR
 
 Target: a 500-point E4B sweep finishes in minutes on this 2-core machine, i.e. at least
 0.5 points/s (about 17 min for 500). The machine is shared, so the load average before and
