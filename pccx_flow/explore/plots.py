@@ -77,7 +77,13 @@ def write_plots(records: list[dict], curves: dict[str, list[dict]], path: Path, 
         ax2.set_ylabel("tok/s (model estimate)")
         ax2.set_title("context length; marker colour = binding bound")
         ax2.grid(True, which="both", alpha=0.3)
-        ax2.legend(loc="lower left", fontsize=7)
+        from matplotlib.lines import Line2D
+
+        used = sorted({r["binding_bound"] for c in curves.values() for r in ok(c)})
+        handles, _ = ax2.get_legend_handles_labels()
+        handles += [Line2D([], [], marker="o", linestyle="", color=color[b], label=b)
+                    for b in used]  # fmt: skip
+        ax2.legend(handles=handles, loc="lower left", fontsize=7)
     if title:
         fig.suptitle(title, fontsize=9)
     fmt = path.suffix.lower().lstrip(".")
