@@ -186,19 +186,29 @@ def profile_overrides(base: Any, overrides: Mapping[str, Any]) -> dict[str, Any]
 def base_value(name: str, base: Any) -> Any:
     """The value of parameter `name` on profile `base` (or its default), in the sweep's unit."""
     p = PARAMS.get(name)
-    if p is None or p.field is None:
-        return {**STEP_DEFAULTS, **AFTER_DEFAULTS}.get(name, _field(base, name) if p is None
-                                                       else None)  # fmt: skip
+    if p is None:  # a raw section.field
+        return _field(base, name)
+    if p.field is None:
+        return {**STEP_DEFAULTS, **AFTER_DEFAULTS}.get(name)
     v = _field(base, p.field) / p.scale
     return int(round(v)) if p.kind == "int" else round(v, 9)
 
 
 def _field(profile: Any, label: str) -> Any:
     section, _, key = label.partition(".")
-    if section == "clocks":
-        return getattr(profile, key)
-    table = getattr(profile, section)
-    return table[key] if isinstance(table, dict) else getattr(table, key)
+    try:
+        if section == "clocks":
+            return getattr(profile, key)
+        table = getattr(profile, section)
+        value = table[key] if isinstance(table, dict) else getattr(table, key)
+    except (AttributeError, KeyError, TypeError):
+        value = None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InputError(
+            f"parameter {label}: the profile has no number field {label!r}; give section.field"
+            " of a profile file (e.g. gemv.port_bytes_per_axi_clock) or a name from --params"
+        )
+    return value
 
 
 def design_cost(point: Mapping[str, Any], base: Any) -> float:

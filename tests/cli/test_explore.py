@@ -91,3 +91,8 @@ def test_params_lists_every_parameter(capsys):
     text = capsys.readouterr().out
     for name in ("gemv_lanes", "weight_ports", "spec_k", "alpha", "sparse_down", "kv_bits"):
         assert name in text
+
+
+def test_a_raw_profile_field_that_does_not_exist_is_one_line(capsys):
+    err = _one_line_error(capsys, [*BASE, "--set", "sfu.latency_cycles.EXP=4,8", "--no-cache"])
+    assert "has no number field 'sfu.latency_cycles.EXP'" in err
