@@ -1,6 +1,6 @@
 """`pccx-flow explore` throughput: E4B design points per second, fresh and from the cache.
 
-By default a small Latin-hypercube sweep over the parameters of docs/graphs/explore-e4b.toml
+By default a small Latin-hypercube sweep over the parameters of graphs/explore-e4b.toml
 (16 E4B points at a 1,024-token context, critical-path, two local Dask workers) runs into an
 empty cache, then again from that cache. ``--sweep FILE --cache DIR`` times any sweep instead
 (the README's 520-point one, say); with a warm cache only the missing points are evaluated,
@@ -8,7 +8,7 @@ and the points/s printed counts those alone.
 
     python benchmarks/bench_explore.py                  # writes benchmarks/results/explore.json
     python benchmarks/bench_explore.py --points 40 --workers 2
-    python benchmarks/bench_explore.py --sweep docs/graphs/explore-e4b.toml --cache DIR
+    python benchmarks/bench_explore.py --sweep graphs/explore-e4b.toml --cache DIR
 
 Target: a 500-point E4B sweep finishes in minutes on this 2-core machine, i.e. at least
 0.5 points/s (about 17 min for 500). The machine is shared, so the load average before and
@@ -34,7 +34,7 @@ from pccx_flow.explore.run import make_tasks, run_points  # noqa: E402
 from pccx_flow.explore.sweep import read_sweep, sample  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-SWEEP = HERE.parent / "docs" / "graphs" / "explore-e4b.toml"
+SWEEP = HERE.parent / "graphs" / "explore-e4b.toml"
 TARGET_POINTS_PER_S = 0.5
 
 
