@@ -143,9 +143,14 @@ def run(args: argparse.Namespace) -> int:
         make_policy(name, seed=sweep.seed)  # an unknown policy: one line now, not per point
     points = sample(sweep)
     names = [a.name for a in sweep.axes]
+    # The base design: the profile as it is, and the sweep's fixed values (a parameter the
+    # sweep holds at one value is part of the setting, not a change).
     base_point = {n: base_value(n, base) for n in names}
     if "position" in base_point:
         base_point["position"] = min(base_point["position"], config.max_seq - 1)
+    for a in sweep.axes:
+        if len(a.values) == 1:
+            base_point[a.name] = a.values[0]
     cache = Cache(None if args.no_cache else args.cache)
     opts = {"scheduler": args.scheduler, "workers": args.workers,
             "progress": not args.no_progress and sys.stderr.isatty()}  # fmt: skip
@@ -157,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - t0
     base_record, records = records[0], records[1:]
     table = smallest_changes([base_record, *records])
+    fixed = {a.name: a.values[0] for a in sweep.axes if len(a.values) == 1}
     curves: dict[str, list[dict]] = {}
     if curve:
         designs = {"base": base_point}
@@ -181,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
         "profile": base.name, "preset": sweep.preset, "sampling": sweep.sampling,
         "seed": sweep.seed, "policies": sweep.policies, "memory": sweep.memory,
         "axes": [a.__dict__ for a in sweep.axes], "records": records,
-        "base_point": base_point, "base_record": base_record,
+        "base_point": base_point, "base_record": base_record, "fixed": fixed,
         "smallest_changes": table, "curves": curves,
         "timing": {"points": len(tasks), "evaluated": len(fresh), "wall_seconds": wall},
     }  # fmt: skip
@@ -202,6 +208,6 @@ def run(args: argparse.Namespace) -> int:
         title = (f"pccx-flow explore, {sweep.preset} on {base.name} + changes: "
                  "model estimates, not measurements")  # fmt: skip
         with writing(args.plot):
-            write_plots(records, curves, args.plot, title=title)
+            write_plots([base_record, *records], curves, args.plot, title=title)
         print(f"wrote {args.plot}", file=sys.stderr)
     return 0

@@ -42,9 +42,13 @@ def format_summary(result: dict[str, Any]) -> str:
         lines.append(f"evaluated {n} of {timing['points']} points (with the base design; the "
                      f"rest from the cache) in {secs:.1f} s of wall time on this machine{rate}")
     base = result.get("base_record")
+    fixed = result.get("fixed") or {}
+    setting = f"{result['profile']} as it is" + (f", {describe(fixed)}" if fixed else "")
     if base is not None and "error" not in base:
-        lines.append(f"base design ({describe(base['point'])}): {_rate(base['tok_s'])} tok/s, "
+        lines.append(f"base design ({setting}): {_rate(base['tok_s'])} tok/s, "
                      f"bound {base['binding_bound']}")  # fmt: skip
+    elif base is not None:
+        lines.append(f"base design ({setting}) failed: {base['error']}")
     failed = [r for r in recs if "error" in r]
     if failed:
         lines.append(f"failed: {len(failed)} of {len(recs)} points; first: "
@@ -53,7 +57,8 @@ def format_summary(result: dict[str, Any]) -> str:
         counts = binding_counts(good)
         lines.append("binding bound: " + ", ".join(f"{b} {n}" for b, n in counts.items()))
         best = max(good, key=lambda r: r["tok_s"])
-        lines.append(f"fastest: {_rate(best['tok_s'])} tok/s at {describe(best['point'])}")
+        lines.append(f"fastest: {_rate(best['tok_s'])} tok/s with "
+                     f"{describe(changes(best['point'], base_point))}")  # fmt: skip
     lines += ["", "smallest changes reaching a rate:"]
     lines.append(f"  {'target':>6}  {'tok/s':>6}  {'cost':>5}  {'binding bound':<24}  changes")
     for row in result["smallest_changes"]:
@@ -66,12 +71,13 @@ def format_summary(result: dict[str, Any]) -> str:
         ch = "none (the base design)" if ch == "base" else ch
         lines.append(f"  {row['target']:>6g}  {r['tok_s']:>6.2f}  {r['cost']:>5.1f}  "
                      f"{r['binding_bound']:<24}  {ch}")  # fmt: skip
-    front = pareto_front(good)
+    front = pareto_front([*([base] if base is not None else []), *good])
     if front:
         lines += ["", f"Pareto front ({len(front)} points, tok/s vs cost):"]
         for r in front[-12:]:
+            ch = describe(changes(r["point"], base_point))
             lines.append(f"  {r['cost']:>6.1f}  {r['tok_s']:>6.2f}  {r['binding_bound']:<24}  "
-                         f"{describe(changes(r['point'], base_point))}")  # fmt: skip
+                         f"{'none (the base design)' if ch == 'base' else ch}")  # fmt: skip
     for label, rows in result.get("curves", {}).items():
         lines += ["", f"context length, {label}:"]
         for r in sorted(rows, key=lambda r: r["point"].get("position", 0)):
@@ -86,7 +92,8 @@ def format_summary(result: dict[str, Any]) -> str:
 
 def to_json(result: dict[str, Any], path: Path) -> None:
     """Everything: the sweep, every record, the front, the table and the curves."""
-    front = {r["key"] for r in pareto_front(ok(result["records"]))}
+    base = result.get("base_record")
+    front = {r["key"] for r in pareto_front(ok([*([base] if base else []), *result["records"]]))}
     out = {
         "estimate": f"model estimates on profile {result['profile']} with each point's changes",
         "sweep": {
@@ -94,6 +101,7 @@ def to_json(result: dict[str, Any], path: Path) -> None:
             for k in ("profile", "preset", "sampling", "seed", "policies", "memory", "axes")
         },  # fmt: skip
         "base_point": result["base_point"],
+        "base_record": base,
         "points": [{**r, "pareto": r["key"] in front} for r in result["records"]],
         "smallest_changes": [
             {
