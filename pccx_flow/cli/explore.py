@@ -63,6 +63,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="schedule without the L2 limit (default: within L2)")  # fmt: skip
     p.add_argument("--curve", default=DEFAULT_CURVE, metavar="POSITIONS|none",
                    help="context positions of the curves (default: %(default)s)")  # fmt: skip
+    p.add_argument("--no-prune", action="store_true",
+                   help="show the sampled designs in the table as they are, without trying "
+                   "each change back at the base value")  # fmt: skip
     p.add_argument("--workers", type=int_in(0, 256), default=2, metavar="N",
                    help="local Dask worker processes (0: this process; default: 2)")  # fmt: skip
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
@@ -162,6 +165,19 @@ def run(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - t0
     base_record, records = records[0], records[1:]
     table = smallest_changes([base_record, *records])
+    if not args.no_prune:
+        from pccx_flow.explore.analysis import changes
+        from pccx_flow.explore.prune import prune
+
+        def evaluate_many(pts: list[dict]) -> list[dict]:
+            more = make_tasks(pts, sweep.profile, sweep.preset, sweep.policies, sweep.memory)
+            return with_cost(run_points(more, cache, **opts), base)
+
+        rows = [row for row in table
+                if row["record"] is not None and changes(row["record"]["point"], base_point)]
+        for row, rec in zip(rows, prune([(row["target"], row["record"]) for row in rows],
+                                        base_point, base, evaluate_many), strict=True):
+            row["sampled"], row["record"], row["best_tok_s"] = row["record"], rec, rec["tok_s"]
     fixed = {a.name: a.values[0] for a in sweep.axes if len(a.values) == 1}
     curves: dict[str, list[dict]] = {}
     if curve:

@@ -111,6 +111,7 @@ def to_json(result: dict[str, Any], path: Path) -> None:
                 "changes": changes(row["record"]["point"], result["base_point"])
                 if row["record"]
                 else None,
+                "sampled_point": row["sampled"]["point"] if row.get("sampled") else None,
             }
             for row in result["smallest_changes"]
         ],  # fmt: skip
