@@ -178,6 +178,9 @@ def run(args: argparse.Namespace) -> int:
         for row, rec in zip(rows, prune([(row["target"], row["record"]) for row in rows],
                                         base_point, base, evaluate_many), strict=True):
             row["sampled"], row["record"], row["best_tok_s"] = row["record"], rec, rec["tok_s"]
+        # the pruned designs are points too: on the front, in the plot and the files
+        known = {r["key"] for r in records}
+        records += [r for r in (row["record"] for row in rows) if r["key"] not in known]
     fixed = {a.name: a.values[0] for a in sweep.axes if len(a.values) == 1}
     curves: dict[str, list[dict]] = {}
     if curve:
@@ -202,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
     result = {
         "profile": base.name, "preset": sweep.preset, "sampling": sweep.sampling,
         "seed": sweep.seed, "policies": sweep.policies, "memory": sweep.memory,
-        "axes": [a.__dict__ for a in sweep.axes], "records": records,
+        "axes": [a.__dict__ for a in sweep.axes], "records": records, "sampled": len(points),
         "base_point": base_point, "base_record": base_record, "fixed": fixed,
         "smallest_changes": table, "curves": curves,
         "timing": {"points": len(tasks), "evaluated": len(fresh), "wall_seconds": wall},

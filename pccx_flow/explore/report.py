@@ -23,13 +23,19 @@ def _rate(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
+def _count(result: dict[str, Any]) -> str:
+    n = result.get("sampled", len(result["records"]))
+    extra = len(result["records"]) - n
+    return f"{n} points" + (f" + {extra} pruned designs" if extra else "")
+
+
 def format_summary(result: dict[str, Any]) -> str:
     """The terminal summary of `result` (what `cli.explore` builds; see `to_json`)."""
     recs = result["records"]
     good = ok(recs)
     base_point = result["base_point"]
     lines = [
-        f"explore: {len(recs)} points ({result['sampling']}, seed {result['seed']}) on "
+        f"explore: {_count(result)} ({result['sampling']}, seed {result['seed']}) on "
         f"{result['profile']}, preset {result['preset']}; best of {', '.join(result['policies'])}"
         f"{', within L2' if result['memory'] else ', L2 not limited'}",
         f"every tok/s is a model estimate on profile {result['profile']} with the point's "
