@@ -72,3 +72,11 @@ def test_a_failing_point_carries_one_line_and_the_others_finish():
 def test_an_implausible_point_refuses_the_sweep_before_any_work():
     with pytest.raises(ProfileError, match=r"point 0 \(core_mhz=20000\) refused: .*plausible"):
         _tasks([{"core_mhz": 20000}])
+
+
+def test_dask_workers_give_the_records_this_process_gives():
+    tasks = _tasks(POINTS[:1])
+    here = run_points(tasks, Cache(None), workers=0, progress=False)
+    dask = run_points(tasks, Cache(None), workers=1, progress=False)
+    drop = lambda r: {k: v for k, v in r.items() if k != "wall_seconds"}  # noqa: E731
+    assert [drop(r) for r in dask] == [drop(r) for r in here]
