@@ -63,6 +63,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="schedule without the L2 limit (default: within L2)")  # fmt: skip
     p.add_argument("--curve", default=DEFAULT_CURVE, metavar="POSITIONS|none",
                    help="context positions of the curves (default: %(default)s)")  # fmt: skip
+    p.add_argument("--replay", choices=("spec", "rtl", "decoupled"), metavar="MODEL",
+                   help="also lower each plain decode step and replay its program under issue "
+                   "model spec, rtl or decoupled (host-step and fence costs of a real program)")
     p.add_argument("--no-prune", action="store_true",
                    help="show the sampled designs in the table as they are, without trying "
                    "each change back at the base value")  # fmt: skip
@@ -158,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     opts = {"scheduler": args.scheduler, "workers": args.workers,
             "progress": not args.no_progress and sys.stderr.isatty()}  # fmt: skip
     tasks = make_tasks([base_point, *points], sweep.profile, sweep.preset, sweep.policies,
-                       sweep.memory)  # fmt: skip
+                       sweep.memory, args.replay)  # fmt: skip
     fresh: list[dict] = []
     t0 = time.perf_counter()
     records = with_cost(run_points(tasks, cache, on_record=fresh.append, **opts), base)
@@ -170,7 +173,8 @@ def run(args: argparse.Namespace) -> int:
         from pccx_flow.explore.prune import prune
 
         def evaluate_many(pts: list[dict]) -> list[dict]:
-            more = make_tasks(pts, sweep.profile, sweep.preset, sweep.policies, sweep.memory)
+            more = make_tasks(pts, sweep.profile, sweep.preset, sweep.policies, sweep.memory,
+                              args.replay)  # fmt: skip
             return with_cost(run_points(more, cache, **opts), base)
 
         rows = [row for row in table
@@ -199,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
                 curve_tasks.append({**point, "position": pos})
                 labels.append(label)
         recs = run_points(make_tasks(curve_tasks, sweep.profile, sweep.preset, sweep.policies,
-                                     sweep.memory), cache, **opts)  # fmt: skip
+                                     sweep.memory, args.replay), cache, **opts)  # fmt: skip
         for label, rec in zip(labels, recs, strict=True):
             curves.setdefault(label, []).append(rec)
     result = {

@@ -24,7 +24,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from pccx_flow.errors import PccxFlowError, PolicyError
+from pccx_flow.errors import InputError, PccxFlowError, PolicyError
 
 # Bump when what a point record means changes, so old cache entries are not reused.
 RECORD_VERSION = 1
@@ -32,13 +32,14 @@ DDR_BOUND = "bandwidth:ddr"
 
 
 def step_key(profile_dict: dict, step: dict, policies: list[str], memory: bool,
-             preset: str) -> str:  # fmt: skip
-    """Hex SHA-256 of everything a point's schedule depends on (canonical JSON)."""
+             preset: str, replay: str | None = None) -> str:  # fmt: skip
+    """Hex SHA-256 of everything a point's record depends on (canonical JSON)."""
     from pccx_flow import __version__
 
     blob = json.dumps(
         {"v": RECORD_VERSION, "pccx_flow": __version__, "profile": profile_dict, "step": step,
-         "policies": sorted(policies), "memory": memory, "preset": preset},
+         "policies": sorted(policies), "memory": memory, "preset": preset,
+         **({"replay": replay} if replay else {})},
         sort_keys=True, separators=(",", ":"), default=str,
     )  # fmt: skip
     return hashlib.sha256(blob.encode()).hexdigest()
@@ -94,6 +95,7 @@ def _evaluate(task: dict) -> dict:
             best = schedule
     if best is None:
         raise PolicyError(next(iter(failed.values())))
+    replay = _replay(task.get("replay"), graph, best, profile, config, step, task["memory"])
     sb = step_bounds(problem, profile)
     bounds = sb["bounds_cycles"]
     span = best.makespan
@@ -118,7 +120,33 @@ def _evaluate(task: dict) -> dict:
         "l2_peak_bytes": mem.get("l2_peak_bytes"),
         "l2_bytes": mem.get("l2_bytes"),
         "verify_columns": step["spec_k"] + 1,
+        **({"replay": replay} if replay is not None else {}),
     }
+
+
+PLAIN_STEP = {"spec_k": 0, "weight_bits": 4, "kv_bits": 16, "sparse_down": 0.0}
+
+
+def _replay(model: str | None, graph, schedule, profile, config, step: dict,
+            memory: bool) -> dict | None:  # fmt: skip
+    """Lower the scheduled step and replay its program under issue `model` (None: skip).
+
+    Only the plain decode step has a lowering: a verify step, or stored sizes and sparse
+    skipping that exist only as costs (`pccx_flow.explore.step`), are refused in one line,
+    as is a step scheduled without the L2 limit (a program must fit L2)."""
+    if model is None:
+        return None
+    odd = {k: step[k] for k, v in PLAIN_STEP.items() if step[k] != v}
+    if odd or not memory:
+        what = ", ".join(f"{k}={v}" for k, v in odd.items()) or "no L2 limit"
+        raise InputError(f"--replay lowers the plain decode step only, not one with {what}")
+    from pccx_flow.board.program.lower import lower
+    from pccx_flow.board.timing.replay import replay_all, summary
+
+    program = lower(graph, schedule, profile, config)
+    s = summary(replay_all(program, profile, (model,), "fences")[model])
+    return {"model": model, "makespan_cycles": s["makespan_cycles"],
+            "tok_s": s["tokens_per_second"], "biggest_cost": s["biggest_cost"]}  # fmt: skip
 
 
 def _class_utilisation(schedule: Any, span: int) -> dict[str, float]:
@@ -163,4 +191,5 @@ def derive(record: dict, after: dict) -> dict:
         "makespan_tok_s": record["core_hz"] / record["makespan_cycles"],
         "tok_s": tokens / seconds,
         "bound_tok_s": tokens * record["core_hz"] / record["binding_bound_cycles"],
+        **({"replay_tok_s": record["replay"]["tok_s"]} if "replay" in record else {}),
     }

@@ -16,7 +16,7 @@ from pccx_flow.explore.run import describe
 
 CSV_FIELDS = ("tok_s", "makespan_tok_s", "bound_tok_s", "tokens_per_step", "binding_bound",
               "cost", "policy", "makespan_cycles", "step_cycles", "ddr_limited",
-              "l2_peak_bytes", "profile", "error")  # fmt: skip
+              "l2_peak_bytes", "replay_tok_s", "profile", "error")  # fmt: skip
 
 
 def _rate(x: float | None) -> str:
@@ -55,6 +55,10 @@ def format_summary(result: dict[str, Any]) -> str:
                      f"bound {base['binding_bound']}")  # fmt: skip
     elif base is not None:
         lines.append(f"base design ({setting}) failed: {base['error']}")
+    if base is not None and "replay" in base:
+        rp = base["replay"]
+        lines.append(f"base design replayed as a program (issue model {rp['model']}): "
+                     f"{_rate(rp['tok_s'])} tok/s, most time in {rp['biggest_cost']}")  # fmt: skip
     failed = [r for r in recs if "error" in r]
     if failed:
         lines.append(f"failed: {len(failed)} of {len(recs)} points; first: "

@@ -96,3 +96,15 @@ def test_params_lists_every_parameter(capsys):
 def test_a_raw_profile_field_that_does_not_exist_is_one_line(capsys):
     err = _one_line_error(capsys, [*BASE, "--set", "sfu.latency_cycles.EXP=4,8", "--no-cache"])
     assert "has no number field 'sfu.latency_cycles.EXP'" in err
+
+
+def test_replay_lowers_plain_steps_and_refuses_a_verify_step_in_one_line(tmp_path, capsys):
+    out = tmp_path / "e.json"
+    argv = [*BASE, "--set", "spec_k=0,1", "--replay", "rtl", "--no-cache", "--json", str(out)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "base design replayed as a program (issue model rtl):" in text
+    plain, verify = json.loads(out.read_text())["points"]
+    assert plain["replay"]["model"] == "rtl" and plain["replay_tok_s"] > 0
+    assert plain["replay"]["makespan_cycles"] >= plain["makespan_cycles"]
+    assert verify["error"] == "--replay lowers the plain decode step only, not one with spec_k=1"
