@@ -25,6 +25,7 @@ EPILOG = f"""examples:
   pccx-flow explore --set spec_k=0,2,4 --set alpha=0.6,0.8 --policies heft
   pccx-flow explore --set core_mhz=300:600 --sampling lhs --points 50 --seed 1
   pccx-flow explore --params                      # every parameter, its unit and cost
+  pccx-flow explore --set gemv_lanes=4,8 --replay rtl   # + replay of each lowered program
   pccx-flow explore sweep.toml --scheduler tcp://127.0.0.1:8786
 
 A sweep is a small TOML file ([sweep] and [params]; docs/explore.md) and/or --set
