@@ -49,6 +49,8 @@ from pccx_flow.schedule.validate import validate_schedule
 
 ENTRY_POINT_GROUP = "pccx_flow.schedulers"
 DEFAULT_POLICY = "critical-path"
+# ``heft+improve``: the policy's schedule, then `pccx_flow.schedule.improve` (any policy)
+IMPROVE_SUFFIX = "+improve"
 
 BUILTIN_POLICIES: dict[str, type[Policy]] = {
     cls.name: cls
@@ -150,12 +152,31 @@ def load_policy_class(spec: str) -> Any:
     )
 
 
+@dataclass(frozen=True)
+class ImprovedPolicy:
+    """A policy (instance or `PluginPolicy`) whose validated schedule is then tightened by
+    forward-backward improvement (`pccx_flow.schedule.improve`) and validated again."""
+
+    inner: Any
+    base: str
+    rounds: int = 4
+
+    @property
+    def description(self) -> str:
+        inner = str(getattr(self.inner, "description", "") or self.base)
+        return f"{inner}, then forward-backward improvement"
+
+
 def make_policy(spec: str, *, seed: int = 0, **options: Any) -> Any:
     """An instance of the policy `spec` names, built with the options its constructor takes.
 
     `seed` is passed only to policies that take one (the CLI always has a seed); any other
-    option the constructor does not take is a `PolicyError`.
+    option the constructor does not take is a `PolicyError`. ``NAME+improve`` gives an
+    `ImprovedPolicy` around NAME's instance.
     """
+    if spec.endswith(IMPROVE_SUFFIX) and spec != IMPROVE_SUFFIX:
+        base = spec[: -len(IMPROVE_SUFFIX)]
+        return ImprovedPolicy(make_policy(base, seed=seed, **options), base)
     cls = load_policy_class(spec)
     if not inspect.isclass(cls):
         raise PolicyError(
@@ -218,6 +239,10 @@ def prepare_policy(
     `PluginPolicy` that is run in a child under `timeout` seconds.
     """
     timeout = check_timeout(timeout)
+    if spec.endswith(IMPROVE_SUFFIX) and spec != IMPROVE_SUFFIX:
+        base = spec[: -len(IMPROVE_SUFFIX)]
+        inner = prepare_policy(base, seed=seed, timeout=timeout, **options)
+        return ImprovedPolicy(inner, base)
     if spec in BUILTIN_POLICIES:
         return make_policy(spec, seed=seed, **options)
     plugin = PluginPolicy(spec, seed, dict(options), timeout)
@@ -275,8 +300,16 @@ def run_on_problem(
     `policy` is an instance (run here) or a `PluginPolicy` (run in a child under its time
     limit). `on_place` is called with each slot as the policy places it (a progress bar);
     for a plugin it is called once per placed node with None (the child keeps the slots).
+    An `ImprovedPolicy` runs its inner policy so, then the improvement pass.
     """
-    if isinstance(policy, PluginPolicy):
+    if isinstance(policy, ImprovedPolicy):
+        from pccx_flow.schedule.improve import improve_schedule
+
+        first = run_on_problem(
+            policy.inner, problem, label=label, profile=profile, on_place=on_place
+        )
+        schedule = improve_schedule(first, problem, rounds=policy.rounds)
+    elif isinstance(policy, PluginPolicy):
         schedule = _run_plugin(policy, problem, label=label, profile=profile, on_place=on_place)
     else:
         schedule = _run_unchecked(policy, problem, label=label, profile=profile, on_place=on_place)
@@ -437,6 +470,8 @@ def run_policy(
     elif isinstance(policy, PluginPolicy):
         label = policy.spec
         instance = policy if policy_timeout is None else replace(policy, timeout=policy_timeout)
+    elif isinstance(policy, ImprovedPolicy):
+        label, instance = policy.base + IMPROVE_SUFFIX, policy
     else:
         instance = policy
         label = str(getattr(policy, "name", "") or type(policy).__name__)
