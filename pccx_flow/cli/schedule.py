@@ -57,7 +57,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="critical-path",
         metavar="NAME",
         help="policy name, plugin entry point or module:Class; NAME+improve runs NAME, "
-        "then forward-backward improvement (default: %(default)s)",
+        "then forward-backward improvement (NAME+improve:R: R randomised rounds, seeded "
+        "by --seed) (default: %(default)s)",
     )
     p.add_argument("--list", action="store_true", help="list every policy and exit")
     p.add_argument(

@@ -121,3 +121,22 @@ def test_negative_rounds_or_noise_are_refused():
         improve_schedule(first, problem, rounds=-1)
     with pytest.raises(ValueError):
         improve_schedule(first, problem, noise=-0.1)
+
+
+def test_improve_with_rounds_is_the_seeded_search():
+    policy = make_policy("heft+improve:7", seed=3)
+    assert isinstance(policy, ImprovedPolicy)
+    assert (policy.rounds, policy.seed, policy.label) == (7, 3, "heft+improve:7")
+    assert policy.noise > 0
+    problem = problem_from_spec(random_dag("layered", 30, 2, pools=True))
+    a = run_on_problem(policy, problem, label=policy.label, profile="t")
+    b = run_on_problem(make_policy("heft+improve:7", seed=3), problem, label="x", profile="t")
+    assert a.slots == b.slots  # the same seed, the same search
+    heft = run_on_problem(make_policy("heft"), problem, label="heft", profile="t")
+    assert a.makespan <= heft.makespan
+
+
+@pytest.mark.parametrize("spec", ["heft+improve:0", "heft+improve:x", "heft+improve:-2"])
+def test_bad_rounds_are_one_line(spec):
+    with pytest.raises(PolicyError, match="whole number >= 1"):
+        make_policy(spec)
