@@ -47,6 +47,7 @@ class DeviceModel:
         self.em = Emulator(program, self.image_weights, ImageKV(k), ImageKV(v), 0, numerics)
         self.device = None  # the FakeDevice, set by `attach`
         self.corrupt_at: int | None = None
+        self.corrupted = False  # set once `corrupt_at` was applied (a word that wrote L2)
         self.on_batch = program_model(program, self._run_word, self._foreign)
         self.foreign_batches = 0
         self._taken: dict[str, int] = {}
@@ -211,6 +212,7 @@ class DeviceModel:
             u = addr * UNITS_PER_WORD
             v = self.em.b.l2[u : u + 1]
             v[...] = np.nextafter(v.astype(np.float32), np.float32(np.inf))
+            self.corrupted = True
             return
 
     def read_l2(self, addr: int, dtype: str, nbytes: int) -> bytes:
