@@ -24,16 +24,17 @@ def test_a_healthy_fake_board_passes_and_says_it_is_not_a_board(capsys, tiny_ckp
     assert [line.split(":")[1].strip() for line in out.splitlines() if line.startswith("rung ")] \
         == ["PASS"] * 7  # fmt: skip
     assert out.rstrip().endswith("all 7 rungs passed")
+    assert "    UIO <fake board>/dev/uio0 name 'fabric-fake-npu'" in out  # no temporary path
 
 
-def test_a_fault_stops_with_exit_2_and_the_json_says_the_same(capsys):
+def test_a_fault_stops_with_exit_1_and_the_json_says_the_same(capsys):
     code, out, _ = _doctor(capsys, "--fake-device", "hp-interr", "--timeout", "0.2")
-    assert code == 2
+    assert code == 1
     assert "rung 4 DataMover weight channels (HP): FAIL" in out
     assert "  likely cause: INTERR: PG022" in out
     assert out.rstrip().endswith("stopped at rung 4 of 7 (3 passed)")
     code, out, _ = _doctor(capsys, "--fake-device", "hp-interr", "--timeout", "0.2", "--json")
-    assert code == 2
+    assert code == 1
     doc = json.loads(out)
     assert doc["passed"] is False and doc["device"].endswith("with fault hp-interr")
     assert [r["passed"] for r in doc["rungs"]] == [True, True, True, False]
@@ -66,5 +67,5 @@ def test_a_zero_timeout_and_both_device_kinds_are_refused_by_the_parser(capsys):
 
 def test_without_a_board_the_ladder_stops_at_rung_1(capsys):
     code, out, _ = _doctor(capsys, "--uio", "no-such-npu-here")
-    assert code == 2
+    assert code == 1
     assert "rung 1 environment: FAIL" in out and "no UIO device named '*no-such-npu-here*'" in out
