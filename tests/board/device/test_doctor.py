@@ -79,3 +79,28 @@ def test_a_wrong_l2_value_in_layer_0_stops_at_rung_7_naming_the_instruction(
     report = doctor.format_report(rungs)
     assert report.endswith("stopped at rung 7 of 7 (6 passed)")
     assert "  next: run the growing prefixes one by one" in report
+
+
+def test_fewer_statuses_than_commands_in_a_burst_is_named_with_the_probe_limit(tmp_path):
+    class Short(FakeBoard):
+        """HP2 answers at most one command per batch (a stream with no room for a burst)."""
+
+        def _inject(self, regs):
+            seen = []
+
+            def answer(tag):
+                seen.append(tag)
+                return [0x80 | tag] if tag == 1 or len(seen) == 2 else []
+
+            self.device.dm_answer("hp2", answer)
+
+    profile = load_profile("v002-as-built")
+    regs = board_registers(profile)
+    with Short(tmp_path / "b", regs, []) as board:
+        bench = doctor.Bench(regs=regs, profile=profile, sysfs_root=board.sysfs_root,
+                             dev_root=board.dev_root, udmabuf_sysfs=board.udmabuf_sysfs,
+                             bus=board.device.bus, timeout=0.2)  # fmt: skip
+        last = doctor.climb(bench, doctor.RUNGS[:4])[-1]
+    assert last.number == 4 and not last.passed
+    assert "hp2: only 1 status words for 8 commands" in last.evidence
+    assert any("a limit of this probe when the single command passed" in c for c in last.causes)
