@@ -308,3 +308,8 @@ def test_an_image_above_4_gib_is_refused_before_the_weights_are_read(emitted, ca
     assert code == 2
     line = _one_error_line(err)
     assert "buffer image at 0x40000000+0xc0000001 ends above 4 GiB" in line
+    # the same before any worker of a fake cluster starts
+    big = str(tmp_path / "big.prog")
+    capsys.readouterr()
+    code = main(["dispatch", big, big, "--weights", str(emitted[2]), "--fake-cluster", "1"])
+    assert code == 2 and "ends above 4 GiB" in _one_error_line(capsys.readouterr().err)
