@@ -34,7 +34,8 @@ No board was available to test this: see README, "Running on a KV260".
 the register window, file-backed buffers for u-dma-buf, and a device thread runs the
 emulator on each kick, so the logits equal `pccx-flow emulate`'s bit for bit. --fake-fault
 injects a fault (never-done, dma-error, disappear, silent: at kick N with @N, default the
-first kick with DataMover commands; corrupt@I: a wrong L2 value after instruction I), and
+first kick with DataMover commands; corrupt@I: a wrong L2 value after instruction I; a
+fault the run cannot reach is refused), and
 DONE comes only from batches with a CVO, as from today's RTL (--fake-done-rule every-batch:
 from every batch, to rehearse a program emitted with --no-done-markers).
 Exit 0 on success; a fault prints one line naming batch, instruction and node, exit 2.
