@@ -97,7 +97,7 @@ class ProbeModel:
         to_host = f["to_device"] == 1
         page = "acp_out" if to_host else "acp_in"
         cmd = self._take(page)
-        if page in self.board.device._dm_silent:
+        if page in self.board.silent:
             return  # the channel never moves anything
         if cmd.length_bytes != n:
             raise BoardError(f"MEMCPY moves {n} bytes, its {page} command {cmd.length_bytes}")
@@ -127,6 +127,7 @@ class FakeBoard:
                                  answer_timeout=answer_timeout)  # fmt: skip
         self.udmabuf_sysfs = self.folder / "sys" / "class" / "u-dma-buf"
         self.memory: list[Buffer] = []
+        self.silent: set[str] = set()  # pages whose DataMover never answers nor moves bytes
         if "no-udmabuf" not in self.faults:
             for dev, phys, size in UDMABUFS:
                 entry = self.udmabuf_sysfs / dev
@@ -147,20 +148,22 @@ class FakeBoard:
     def _inject(self, regs: BoardRegisters) -> None:
         dev = self.device
         hp = [p for p in regs.pages if p.startswith("hp")]
+        if "dm-silent" in self.faults:
+            self.silent = set(regs.pages)
+        elif "acp-no-status" in self.faults:
+            self.silent = {p for p in regs.pages if p.startswith("acp")}
+        for page in self.silent:
+            dev.dm_answer(page, lambda _tag: [])
         if "stuck-cmd-fifo" in self.faults:
             dev.stuck_commands(hp[-1])
         if "never-done" in self.faults:
             dev.never_done(0)
-        if "dm-silent" in self.faults:
-            dev.dm_silent(list(regs.pages))
         if "hp-interr" in self.faults:
             for page in hp:
                 dev.dm_answer(page, lambda tag: [dm_status.encode(tag=tag, okay=False,
                                                                   interr=True)])  # fmt: skip
         if "extra-status" in self.faults:
             dev.dm_answer(hp[0], lambda tag: [dm_status.encode(tag=tag)] * 3)
-        if "acp-no-status" in self.faults:
-            dev.dm_silent([p for p in regs.pages if p.startswith("acp")])
 
     @property
     def sysfs_root(self) -> Path:

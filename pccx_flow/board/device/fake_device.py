@@ -24,11 +24,8 @@ each access through `FakeBus` and waits for the device thread to take it, as an 
 write waits for its response. A device that stops answering therefore shows as a timeout.
 
 Faults can be injected at a given batch: DONE never comes, a sticky DMA error on a page, the
-device disappears (file removed, or the device stops answering). And on a DataMover page
-from the start, as pccx's bring-up record saw them on a KV260
-(``pccxai/v002-kv260-deploy-20260527`` ``debug/results/RESULTS.md``): a channel that takes
-commands and never answers (`dm_silent`), one that answers with other status words
-(`dm_answer`), a command FIFO that never drains (`stuck_commands`).
+device disappears (file removed, or the device stops answering). And on a DataMover page:
+other status words or none (`dm_answer`), a command FIFO that never drains (`stuck_commands`).
 """
 
 from __future__ import annotations
@@ -139,7 +136,6 @@ class FakeDevice:
         self._disappear_at: tuple[int, str] | None = None
         self._silent = False
         self._overflowed = False
-        self._dm_silent: set[str] = set()
         self._dm_answer: dict[str, Callable[[int], list[int]]] = {}
         self._stuck: set[str] = set()
         # None: every batch raises DONE. A predicate models a DONE rule, e.g. today's RTL,
@@ -210,21 +206,14 @@ class FakeDevice:
             raise ValueError("how must be 'remove' or 'silent'")
         self._disappear_at = (at_batch, how)
 
-    def dm_silent(self, pages) -> None:
-        """Commands on `pages` leave the command FIFO but never get a status word (the ACP
-        channel of pccx's record, steps 03-05: CMD_LVL back to 0, STS_LVL 0 for seconds)."""
-        for page in pages:
-            self.regs.page_register(page, "FLAGS")  # unknown page: one-line error now
-            self._dm_silent.add(page)
-
     def dm_answer(self, page: str, answer: Callable[[int], list[int]]) -> None:
-        """Each command on `page` is answered with the status words ``answer(tag)``."""
+        """Each command on `page` is answered with the status words ``answer(tag)`` (none: a
+        channel that takes commands and never answers, pccx's ACP in its bring-up record)."""
         self.regs.page_register(page, "FLAGS")
         self._dm_answer[page] = answer
 
     def stuck_commands(self, page: str) -> None:
-        """The command FIFO of `page` is full and never drains: the DataMover behind it takes
-        no commands. A push into it is dropped, as into any full FIFO."""
+        """The command FIFO of `page` is full and never drains (a push into it is dropped)."""
         self.regs.page_register(page, "FLAGS")
         self._stuck.add(page)
         commands = self.pages[page].commands
@@ -370,8 +359,6 @@ class FakeDevice:
                         fail = None
                     else:
                         status = regmap.encode_status(tag=tag)
-                if name in self._dm_silent:
-                    continue
                 answer = self._dm_answer.get(name)
                 for word in [status] if answer is None else answer(tag):
                     if len(page.statuses) < regmap.FIFO_DEPTH:
