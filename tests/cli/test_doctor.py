@@ -69,3 +69,14 @@ def test_without_a_board_the_ladder_stops_at_rung_1(capsys):
     code, out, _ = _doctor(capsys, "--uio", "no-such-npu-here")
     assert code == 1
     assert "rung 1 environment: FAIL" in out and "no UIO device named '*no-such-npu-here*'" in out
+
+
+def test_the_json_lists_every_status_word_decoded(capsys):
+    code, out, _ = _doctor(capsys, "--fake-device", "extra-status", "--json")
+    assert code == 1
+    words = json.loads(out)["rungs"][-1]["status_words"]
+    hp0 = [w for w in words if w["page"] == "hp0"]
+    assert [(w["raw"], w["okay"], w["expected_tag"]) for w in hp0] == [
+        (0x81, True, 1), (0x81, True, None), (0x81, True, None)
+    ]  # fmt: skip
+    assert hp0[0]["problem"] is None and hp0[0]["errors"] == []

@@ -37,6 +37,7 @@ class Rung:
     evidence: list[str] = field(default_factory=list)
     causes: list[str] = field(default_factory=list)
     next_step: str = ""
+    statuses: list[dict] = field(default_factory=list)  # every DataMover status word, decoded
 
     def to_json(self) -> dict:
         return {
@@ -46,6 +47,7 @@ class Rung:
             "evidence": self.evidence,
             "likely_causes": self.causes,
             "next_step": self.next_step,
+            "status_words": self.statuses,
         }
 
 
@@ -114,10 +116,17 @@ def decode_status(word: int) -> dm_status.StatusWord:
 
 
 def judge_words(page: str, words: list[int], tags: list[int], nbytes: int,
-           evidence: list[str]) -> list[str]:  # fmt: skip
-    """Decode `words` (one per command, tags `tags`) into `evidence`; the problems found.
-
-    All well: one line with the raw words. Otherwise every word on a line of its own."""
+                r: Rung) -> list[str]:  # fmt: skip
+    """Decode `words` (one per command, tags `tags`) into `r`'s evidence and its status list;
+    the problems found. All well: one evidence line with the raw words; otherwise every word
+    on a line of its own."""
+    evidence = r.evidence
+    for k, w in enumerate(words):
+        got = decode_status(w)
+        want = tags[k] if k < len(tags) else None
+        r.statuses.append({"page": page, "expected_tag": want, **got.to_json(),
+                           "problem": None if want is None else dm_status.judge(
+                               got, tag=want, nbytes=nbytes)})  # fmt: skip
     if not words:
         return [f"{page}: no status word for {len(tags)} command(s)"]
     problems = []

@@ -51,7 +51,7 @@ def _probe_hp(bench: Bench, page: str, count: int, r: Rung) -> list[str]:
     except BoardError as exc:
         return [f"{page}: {exc}"]
     words = collect(npu, page, count, bench.timeout)
-    return judge_words(page, words, tags, PROBE_BYTES, r.evidence)
+    return judge_words(page, words, tags, PROBE_BYTES, r)
 
 
 def rung_hp(bench: Bench) -> Rung:
@@ -122,7 +122,7 @@ def _acp_batch(bench: Bench, to_host: bool, count: int, l2_word: int, host_off: 
     except BoardError as exc:
         return [f"{page}: {exc}"]
     got = collect(npu, page, count, bench.timeout)
-    return judge_words(page, got, tags, L2_WORD_BYTES, r.evidence)
+    return judge_words(page, got, tags, L2_WORD_BYTES, r)
 
 
 def rung_acp(bench: Bench) -> Rung:
@@ -231,8 +231,7 @@ def rung_l2(bench: Bench) -> Rung:
         except BoardError as exc:
             problems.append(f"{label}: {exc}")
             break
-        problems += judge_words(page, collect(npu, page, 1, bench.timeout), [tag], nbytes,
-                           r.evidence)  # fmt: skip
+        problems += judge_words(page, collect(npu, page, 1, bench.timeout), [tag], nbytes, r)
         if problems:
             break
         r.evidence.append(f"{label}: {nbytes:,} bytes, DONE from the closing CVO")

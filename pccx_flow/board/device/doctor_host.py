@@ -39,7 +39,8 @@ def rung_environment(bench: Bench) -> Rung:
         r.evidence.append(str(exc))
         r.causes = [
             "the bitstream is not loaded (no UIO device for the NPU's AXI-Lite window)",
-            f"the overlay names its UIO device differently (looked for '*{bench.uio_name}*')",
+            f"the overlay names its UIO device differently (looked for '*{bench.uio_name}*';"
+            " pccx's KV260 deploy record shows 'pccx-npu', debug/dbg_step_00_env_check.py)",
         ]
         r.next_step = (
             "sudo xmutil unloadapp; sudo xmutil loadapp pccx_npu_bd; then"
@@ -185,9 +186,11 @@ def rung_frontend(bench: Bench) -> Rung:
     except BoardError as exc:
         r.evidence.append(str(exc))
         r.causes = [
-            "the decoder does not take the words: the status word may sit elsewhere in this"
-            f" bitstream (the profile reads {bench.regs.status:#05x}; pccx's layers use 0x004,"
-            " 0x008 or 0x010)",
+            "the decoder does not take the words, or the status word sits elsewhere in this"
+            f" bitstream: the profile reads {bench.regs.status:#05x}; pccx's layers use 0x004,"
+            " 0x008 or 0x010, and its KV260 deploy record read BUSY (bit 0) and DONE (bit 1)"
+            " at 0x000, the read side of the instruction address"
+            " (debug/dbg_step_02_memset_frontend.py)",
             "the core is stuck BUSY or DONE comes from another rule than a CVO completing",
         ]
         r.next_step = (
