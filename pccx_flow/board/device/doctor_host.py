@@ -189,8 +189,9 @@ def rung_frontend(bench: Bench) -> Rung:
             "the decoder does not take the words, or the status word sits elsewhere in this"
             f" bitstream: the profile reads {bench.regs.status:#05x}; pccx's layers use 0x004,"
             " 0x008 or 0x010, and its KV260 deploy record read BUSY (bit 0) and DONE (bit 1)"
-            " at 0x000, the read side of the instruction address"
-            " (debug/dbg_step_02_memset_frontend.py)",
+            " at 0x000 (debug/dbg_step_02_memset_frontend.py). In pccx-v002's"
+            " AXIL_STAT_OUT.sv the read address (s_araddr) is not decoded: a read pops a"
+            " status FIFO and is answered only while it holds a word (s_arready)",
             "the core is stuck BUSY or DONE comes from another rule than a CVO completing",
         ]
         r.next_step = (
