@@ -79,6 +79,7 @@ SUBCOMMANDS = (
     "emulate",
     "replay",
     "dispatch",
+    "doctor",
     "cosim",
     "isa",
 )
