@@ -68,6 +68,7 @@ from pccx_flow.errors import PccxFlowError  # noqa: E402
 SUBCOMMANDS = (
     "schedule",
     "compare",
+    "explore",
     "check",
     "graph",
     "render",

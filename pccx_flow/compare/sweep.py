@@ -106,10 +106,39 @@ def run_sweep(
 
 
 def _run_dask(todo, policies, opts, scheduler, workers, landed) -> None:
+    from pccx_flow.compare.run import run_instance
+
+    # the biggest instances first, so a decode step does not start last and run alone
+    todo = sorted(todo, key=lambda d: d["kind"] != "decode")
+    run_on_dask(
+        run_instance,
+        [((d, policies), f"compare-{d['key']}") for d in todo],
+        opts,
+        scheduler=scheduler,
+        workers=workers,
+        landed=landed,
+    )
+
+
+def run_on_dask(
+    fn: Callable[..., dict],
+    tasks: list[tuple[tuple, str]],
+    kwargs: dict[str, Any],
+    *,
+    scheduler: str | None,
+    workers: int,
+    landed: Callable[[dict], None],
+) -> None:
+    """Run ``fn(*args, **kwargs)`` for each ``(args, key)`` of `tasks` on Dask, handing each
+    result to `landed` as it arrives (in any order).
+
+    The cluster is local worker processes (one thread each: scheduling holds the GIL), every
+    server bound to 127.0.0.1, or the running one at `scheduler`. `compare` and `explore`
+    share it, so both sweep the same way. A `PccxFlowError` raised by a task ends the run in
+    one line naming the task; a task that must not stop the run returns its error instead.
+    """
     import dask
     from distributed import Client, LocalCluster, as_completed
-
-    from pccx_flow.compare.run import run_instance
 
     cluster = None
     if scheduler:
@@ -124,12 +153,7 @@ def _run_dask(todo, policies, opts, scheduler, workers, landed) -> None:
             )  # fmt: skip
         client = Client(cluster, set_as_default=False)
     try:
-        # the biggest instances first, so a decode step does not start last and run alone
-        todo = sorted(todo, key=lambda d: d["kind"] != "decode")
-        futures = [
-            client.submit(run_instance, d, policies, key=f"compare-{d['key']}", pure=False, **opts)
-            for d in todo
-        ]
+        futures = [client.submit(fn, *args, key=key, pure=False, **kwargs) for args, key in tasks]
         for fut in as_completed(futures, loop=client.loop):
             try:
                 landed(fut.result())

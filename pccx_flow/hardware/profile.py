@@ -344,6 +344,35 @@ def load_profile(name_or_path: str | Path) -> Profile:
     return _build(raw, where)
 
 
+def load_profile_with(
+    name_or_path: str | Path, overrides: dict[str, Any], name: str | None = None
+) -> Profile:
+    """`load_profile` with some fields replaced, checked as a user's file would be.
+
+    `overrides` maps ``section.field`` (e.g. ``"lanes.gemv"``, ``"memory.l2_bytes"``) to a
+    bare value (tagged ``user``). A value out of its plausible range, or a field that does not
+    exist, is refused with the same one line as in a profile file, so a design sweep cannot
+    schedule an absurd profile. `name` names the result (default: the base's name).
+    """
+    raw, where = _read_raw(name_or_path)
+    for label, value in overrides.items():
+        section, dot, key = label.partition(".")
+        table = raw.get(section)
+        if not dot or not isinstance(table, dict) or key not in table:
+            raise ProfileError(
+                f"profile {where}: no field {label!r} to set; give section.field of the"
+                " profile file, e.g. lanes.gemv or memory.l2_bytes"
+            )
+        table[key] = value
+    if name is not None:
+        raw["profile"]["name"] = name
+    return _build(raw, f"{where} with {_describe(overrides)}" if overrides else where)
+
+
+def _describe(overrides: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in overrides.items())
+
+
 def _builtin_text(name: str) -> str:
     return (resources.files("pccx_flow.hardware") / "profiles" / f"{name}.toml").read_text()
 

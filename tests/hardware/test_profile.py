@@ -335,3 +335,16 @@ def test_issue_costs_are_tagged_and_optional(name, tmp_path):
     )
     with pytest.raises(ProfileError, match="issue.poll_read_axi_clocks"):
         load_profile(bad)
+
+
+def test_load_profile_with_replaces_fields_and_checks_them_as_a_file_would():
+    from pccx_flow.hardware.profile import load_profile_with
+
+    p = load_profile_with("v002-spec", {"lanes.gemv": 8, "pools.weight_port": 4}, "mine")
+    assert (p.name, p.lanes["gemv"], p.pools["weight_port"]) == ("mine", 8, 4)
+    assert p.provenance["lanes.gemv"].tag == "user"
+    assert load_profile("v002-spec").lanes["gemv"] == 4  # the built-in is untouched
+    with pytest.raises(ProfileError, match=r"with lanes\.gemv=40: field 'lanes\.gemv' = 40"):
+        load_profile_with("v002-spec", {"lanes.gemv": 40})
+    with pytest.raises(ProfileError, match="no field 'lanes.tpu' to set"):
+        load_profile_with("v002-spec", {"lanes.tpu": 1})

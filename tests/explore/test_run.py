@@ -1,0 +1,74 @@
+"""Points run in process here (Dask is `compare`'s engine, tested there): the cache returns
+identical records, resumes a sweep, and a failing point is one recorded line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pccx_flow.errors import ProfileError
+from pccx_flow.explore import run as run_mod
+from pccx_flow.explore.cache import Cache
+from pccx_flow.explore.run import make_tasks, run_points
+
+POINTS = [{"gemv_lanes": 2}, {"gemv_lanes": 4, "spec_k": 1, "alpha": 0.5}]
+
+
+def _tasks(points=POINTS):
+    return make_tasks(points, "v002-spec", "tiny", ["heft"], True)
+
+
+def test_the_cache_returns_identical_results_without_scheduling_again(tmp_path, monkeypatch):
+    cache = Cache(tmp_path / "c")
+    first = run_points(_tasks(), cache, workers=0, progress=False)
+    assert all("error" not in r for r in first)
+    assert len(list((tmp_path / "c").glob("*/*.json"))) == 2
+
+    def refuse(task):
+        raise AssertionError("scheduled again")
+
+    monkeypatch.setattr(run_mod, "evaluate", refuse)
+    again = run_points(_tasks(), Cache(tmp_path / "c"), workers=0, progress=False)
+    assert json.dumps(again, sort_keys=True) == json.dumps(first, sort_keys=True)
+
+
+def test_a_killed_sweep_resumes_and_a_cut_file_is_recomputed(tmp_path, monkeypatch):
+    cache = Cache(tmp_path / "c")
+    tasks = _tasks()
+    run_points(tasks[:1], cache, workers=0, progress=False)  # "killed" after one point
+    cut = tmp_path / "c" / tasks[0]["key"][:2] / f"{tasks[0]['key']}.json"
+    seen = []
+    real = run_mod.evaluate
+    monkeypatch.setattr(run_mod, "evaluate", lambda t: seen.append(t["key"]) or real(t))
+    run_points(tasks, cache, workers=0, progress=False)
+    assert seen == [tasks[1]["key"]]
+    cut.write_text(cut.read_text()[:50])  # a record cut off mid-write
+    seen.clear()
+    run_points(tasks, cache, workers=0, progress=False)
+    assert seen == [tasks[0]["key"]]
+
+
+def test_the_key_depends_on_profile_and_step_but_not_on_alpha():
+    a, b, c = _tasks([{"alpha": 0.5}, {"alpha": 0.9}, {"kv_bits": 8}])
+    assert a["key"] == b["key"] != c["key"]
+    recs = run_points([a, b], Cache(None), workers=0, progress=False)
+    assert recs[0]["tok_s"] == recs[1]["tok_s"]  # k = 0: alpha changes nothing
+
+
+def test_speculative_tok_s_uses_the_acceptance_model():
+    (r,) = run_points(_tasks(POINTS[1:]), Cache(None), workers=0, progress=False)
+    assert r["tokens_per_step"] == pytest.approx(1.5)
+    assert r["tok_s"] == pytest.approx(1.5 * r["core_hz"] / r["step_cycles"])
+
+
+def test_a_failing_point_carries_one_line_and_the_others_finish():
+    recs = run_points(_tasks([{"position": 64}, {"position": 63}]), Cache(None), workers=0,
+                      progress=False)  # fmt: skip
+    assert "out of range" in recs[0]["error"] and "\n" not in recs[0]["error"]
+    assert "error" not in recs[1] and recs[1]["tok_s"] > 0
+
+
+def test_an_implausible_point_refuses_the_sweep_before_any_work():
+    with pytest.raises(ProfileError, match=r"point 0 \(core_mhz=20000\) refused: .*plausible"):
+        _tasks([{"core_mhz": 20000}])
