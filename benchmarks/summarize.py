@@ -456,10 +456,49 @@ def as_built_section(d: dict) -> str:
     )
 
 
+def gap_section(d: dict) -> str:
+    policies = list(dict.fromkeys(k.rsplit("/", 1)[0] for r in d["rows"] for k in r["results"]))
+    rows = []
+    for r in d["rows"]:
+        bound = r["largest_bound_l2"]
+        cells = [r["profile"], str(r["position"]),
+                 f"`{bound}` {r['bounds_l2'][bound] / 1e6:.1f} M"]  # fmt: skip
+        for p in policies:
+            res = r["results"].get(f"{p}/l2", {})
+            cells.append(f"{res['gap_to_own_bound']:+.2%}" if "makespan_cycles" in res else "-")
+        free = r["results"].get("heft/unlimited", {})
+        cells.append(f"{free['gap_to_hardware_bound']:+.2%}" if "makespan_cycles" in free else "-")
+        rows.append(cells)
+    head = ["profile", "position", "largest bound (within L2)", *policies,
+            "heft without L2 limit"]  # fmt: skip
+    return (
+        "**Schedules against the largest provable bound** (`bench_gap.py`; E4B within L2 "
+        "as `schedule` makes it; makespan over the largest bound of that problem, model "
+        "estimates; the last column is heft on the problem without the L2 limit, a "
+        "different problem, for scale)\n\n" + _table(head, rows)
+    )
+
+
+def improve_section(d: dict) -> str:
+    rows = [[f"`{p}`", f"{r['mean_ratio_to_optimum']:.3f}", f"{r['worst_ratio_to_optimum']:.3f}",
+             f"{r['mean_ratio']:.3f}", f"{r['median_seconds'] * 1e3:.1f} ms"]
+            for p, r in sorted(d["policies"].items(),
+                               key=lambda kv: kv[1]["mean_ratio_to_optimum"])]  # fmt: skip
+    head = ["policy", "mean vs optimum", "worst vs optimum", "mean vs best policy",
+            "median time per DAG"]  # fmt: skip
+    return (
+        f"**Forward-backward improvement** (`bench_improve.py`; {d['count']} random DAGs of "
+        f"`compare`, optimum proven by CP-SAT on {d['proven_optimal']}; target: the best "
+        "policy <= 1.05x the optimum on average)\n\n" + _table(head, rows)
+    )
+
+
 SECTIONS = {
     "graph": graph_section,
     "schedulers": schedulers_section,
     "memory": memory_section,
+    "gap": gap_section,
+    "improve": improve_section,
     "lower": lower_section,
     "compare": compare_section,
     "render": render_section,

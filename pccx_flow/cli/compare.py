@@ -13,6 +13,7 @@ from pccx_flow.errors import InputError
 EPILOG = """examples:
   pccx-flow compare                                   # the default sweep (a few minutes)
   pccx-flow compare --dags random:50 --policies heft,cpop,dls --workers 0
+  pccx-flow compare --dags random:60 --policies heft,lookahead+improve:50  # + improvement
   pccx-flow compare --dags decode --profiles v002-spec --positions 1023
   pccx-flow compare --dags file:my.json,file:other.graphml --json out.json
   pccx-flow compare --json out.json --plot out.svg    # journal in out.jsonl: re-run resumes

@@ -34,7 +34,8 @@ No board was available to test this: see README, "Running on a KV260".
 the register window, file-backed buffers for u-dma-buf, and a device thread runs the
 emulator on each kick, so the logits equal `pccx-flow emulate`'s bit for bit. --fake-fault
 injects a fault (never-done, dma-error, disappear, silent: at kick N with @N, default the
-first kick with DataMover commands; corrupt@I: a wrong L2 value after instruction I), and
+first kick with DataMover commands; corrupt@I: a wrong L2 value after instruction I; a
+fault the run cannot reach is refused), and
 DONE comes only from batches with a CVO, as from today's RTL (--fake-done-rule every-batch:
 from every batch, to rehearse a program emitted with --no-done-markers).
 Exit 0 on success; a fault prints one line naming batch, instruction and node, exit 2.
@@ -97,7 +98,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=float_in(0.0, 3600.0),
+        type=float_in(1e-3, 3600.0),
         metavar="SECONDS",
         help="status poll timeout (default: the profile's)",
     )
@@ -188,6 +189,45 @@ def _parse_fault(text: str | None) -> tuple[str, int | None] | None:
     return kind, int(at) if at else None
 
 
+def _check_buffers_first(args, program) -> None:
+    """The DDR image (its size is in the sidecar) must end below 4 GiB where it will be
+    allocated: checked before the weights load and the KV prefix is decoded (minutes for E4B),
+    with the fake device's file buffers or the u-dma-buf devices' sysfs entries."""
+    from pccx_flow.board.device.cma import UdmabufSource, check_plan, file_addresses
+
+    sizes = [("image", int(program.ddr["total_bytes"]))]
+    if args.fake_device:
+        check_plan(sizes, file_addresses(sizes))
+    else:
+        UdmabufSource([d for d in args.buffers.split(",") if d]).precheck(sizes)
+
+
+def _check_fault(kind: str, at: int | None, program, batches: int) -> None:
+    """A fault the fake device could not inject is refused now, never skipped silently: a kick
+    number past the program's batches, or `corrupt@I` on a word that writes no L2 value."""
+    from pccx_flow.board.isa import KICK_MARKER, decode
+
+    if kind != "corrupt":
+        if at is not None and at >= batches:
+            raise InputError(
+                f"--fake-fault {kind}@{at}: the program has {batches} kicks (0..{batches - 1});"
+                " give a kick number below that"
+            )
+        return
+    words = program.words
+    if at >= len(words) or words[at] == KICK_MARKER or program.roles[at] == "done":
+        raise InputError(
+            f"--fake-fault corrupt@{at}: not an instruction of the program (words 0.."
+            f"{len(words) - 1}, kick and DONE markers excluded)"
+        )
+    ins = decode(words[at])
+    if ins.op == "MEMSET" or (ins.op == "MEMCPY" and ins.fields["to_device"] == 1):
+        raise InputError(
+            f"--fake-fault corrupt@{at}: instruction {at} ({ins.op}, node {program.nodes[at]})"
+            " writes no L2 value; pick a GEMV, CVO or MEMCPY host->L2"
+        )
+
+
 def _no_cvo_batches(program) -> list[int]:
     from pccx_flow.board.device.dispatch import Batch, plan
     from pccx_flow.board.isa import decode
@@ -220,6 +260,7 @@ def run(args: argparse.Namespace) -> int:
     fault = _parse_fault(args.fake_fault)
     program = read_program(args.program)
     check_words(program)
+    _check_buffers_first(args, program)
     profile = load_profile(args.profile or program.meta["profile"])
     weights = open_checkpoint(args.weights)
     check_program_matches(program, weights, profile.name)
@@ -351,6 +392,7 @@ def _run_fake(
     )
     if fault is not None:
         kind, at = fault
+        _check_fault(kind, at, program, len(batches))
         if kind == "corrupt":
             model.corrupt_at = at
             model.em.record = {}
@@ -379,6 +421,11 @@ def _run_fake(
         except BoardError as exc:
             seen = f" (fake device: {dev.faults[0]})" if dev.faults else ""
             raise BoardError(f"{exc}{seen}") from None
+    if fault is not None and fault[0] == "corrupt" and not model.corrupted:
+        raise InputError(
+            f"--fake-fault corrupt@{fault[1]}: instruction {fault[1]} wrote no L2 value in this"
+            " run, so nothing was corrupted; pick an instruction that writes L2"
+        )
     where = "the fake device (emulator behind a register file; not a board)"
     _print_result(args, program, result, where, golden is not None)
     return 0

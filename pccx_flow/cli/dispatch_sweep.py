@@ -64,6 +64,11 @@ def run_sweep(args: argparse.Namespace) -> int:
     for path in args.program:
         program = read_program(path)
         check_words(program)
+        if args.fake_cluster:  # the fake workers' file buffers: refused now, not per worker
+            from pccx_flow.board.device.cma import check_plan, file_addresses
+
+            sizes = [("image", int(program.ddr["total_bytes"]))]
+            check_plan(sizes, file_addresses(sizes))
         profile = load_profile(args.profile or program.meta["profile"])
         check_program_matches(program, weights, profile.name)
         check_program_target(program.meta.get("target", "spec"), profile.program.target,

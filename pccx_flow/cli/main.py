@@ -80,6 +80,7 @@ SUBCOMMANDS = (
     "emulate",
     "replay",
     "dispatch",
+    "doctor",
     "cosim",
     "isa",
 )

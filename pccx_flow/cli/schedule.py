@@ -23,6 +23,7 @@ from pccx_flow.cli.common import (
 EPILOG = f"""examples:
   pccx-flow schedule                                  # E4B, v002-spec, critical-path
   pccx-flow schedule --policy heft --profile v002-as-built
+  pccx-flow schedule --policy critical-path+improve   # + forward-backward improvement
   pccx-flow schedule --list                           # every policy, one line each
   pccx-flow schedule --preset tiny --policy random --seed 3
   pccx-flow schedule --layers 0:5 --json step.json --trace step.trace.json
@@ -55,7 +56,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--policy",
         default="critical-path",
         metavar="NAME",
-        help="policy name, plugin entry point or module:Class (default: %(default)s)",
+        help="policy name, plugin entry point or module:Class; NAME+improve runs NAME, "
+        "then forward-backward improvement (NAME+improve:R: R randomised rounds, seeded "
+        "by --seed) (default: %(default)s)",
     )
     p.add_argument("--list", action="store_true", help="list every policy and exit")
     p.add_argument(
@@ -91,11 +94,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pccx_flow.schedule.registry import DEFAULT_POLICY, list_policies, prepare_policy
+    from pccx_flow.schedule.registry import (
+        DEFAULT_POLICY,
+        IMPROVE_SUFFIX,
+        list_policies,
+        prepare_policy,
+    )
     from pccx_flow.schedule.report import format_policy_list
 
     if args.list:
         print(format_policy_list(list_policies(), DEFAULT_POLICY))
+        print(f"(any of them as NAME{IMPROVE_SUFFIX}: its schedule, then forward-backward "
+              "improvement)")  # fmt: skip
         return 0
 
     from pccx_flow.hardware.profile import load_profile

@@ -16,12 +16,11 @@ from pccx_flow.errors import PccxFlowError
 
 
 def instance_bounds(problem: Any, profile: Any) -> dict[str, int]:
-    """Every lower bound `schedule_metrics` uses: `pccx_flow.bounds` for a decode step (or
-    the problem's own otherwise) plus the pool-chain bounds."""
-    from pccx_flow.schedule.metrics import graph_bounds, pool_chain_bounds, problem_bounds
+    """Every lower bound `schedule` reports for the same problem (`step_bounds`): so a
+    decode step within L2 is measured against its capacity and residency bounds too."""
+    from pccx_flow.schedule.metrics import step_bounds
 
-    bounds = graph_bounds(problem, profile) or problem_bounds(problem)
-    return {**bounds, **pool_chain_bounds(problem)}
+    return dict(step_bounds(problem, profile)["bounds_cycles"])
 
 
 def run_instance(

@@ -124,14 +124,15 @@ def format_tables(summary: dict[str, Any]) -> str:
             head += f"; optimum proven on {g['optimal']} of {g['exact_tried']} small ones"
         out.append(head)
         has_opt = g["optimal"] > 0
-        cols = f"{'policy':<14}{'mean':>7}{'median':>7}{'worst':>7}{'wins':>6}{'vs LB':>7}"
+        w = max([14, *(len(p) + 2 for p in g["policies"])])
+        cols = f"{'policy':<{w}}{'mean':>7}{'median':>7}{'worst':>7}{'wins':>6}{'vs LB':>7}"
         cols += f"{'vs opt':>8}{'worst':>7}" if has_opt else ""
         cols += f"{'sched s':>9}"
         out.append(cols)
         order = sorted(g["policies"].items(), key=lambda kv: (kv[1]["mean_ratio"], kv[0]))
         for p, s in order:
             line = (
-                f"{p:<14}{s['mean_ratio']:>7.3f}{s['median_ratio']:>7.3f}{s['worst_ratio']:>7.3f}"
+                f"{p:<{w}}{s['mean_ratio']:>7.3f}{s['median_ratio']:>7.3f}{s['worst_ratio']:>7.3f}"
                 f"{s['wins']:>6}{s['mean_ratio_to_bound']:>7.3f}"
             )
             if has_opt:

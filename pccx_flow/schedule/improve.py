@@ -24,12 +24,20 @@ that moved forward, so each round is kept only when it is shorter; the pass stop
 `rounds` rounds or the first round that does not help. A round whose order deadlocks on
 memory (`ScheduleError`) ends the pass with the best schedule so far.
 
+Justification converges to a local optimum in a few rounds. `noise` turns the pass into a
+small randomised search: after a round that did not help, the next right-justified starts
+are shifted at random before the left pass, so nodes whose slack overlaps are tried in
+another order, and the best of all rounds is kept. The shift is seeded, so a run is
+reproducible.
+
 The right pass ignores the L2 capacity: it only proposes an order, and the left pass,
 which enforces it, decides whether that order fits.
 """
 
 from __future__ import annotations
 
+import heapq
+import random
 from collections.abc import Callable, Hashable
 
 from pccx_flow.errors import ScheduleError
@@ -90,14 +98,24 @@ def _fit(t: int, d: int, lane: BusyIntervals, pools: list[list[BusyIntervals]]) 
 
 
 def left_justified(
-    problem: SchedulingProblem, starts: dict[Node, int], policy: str, profile: str
+    problem: SchedulingProblem, starts: dict[Node, float], policy: str, profile: str
 ) -> Schedule:
-    """List-schedule the nodes in order of `starts` (program order on ties), earliest finish."""
+    """List-schedule the nodes in order of `starts` (program order on ties), earliest finish.
+
+    The order must be topological: with `right_justified_starts` it is (module doc); a
+    perturbed order is repaired by taking, among nodes whose predecessors are placed, the
+    one of smallest key.
+    """
     index = problem.index
     timeline = Timeline(problem)
-    for n in sorted(problem.order, key=lambda n: (starts[n], index[n])):
+    heap = [(starts[n], index[n], n) for n in timeline.initial_ready()]
+    heapq.heapify(heap)
+    while heap:
+        _, _, n = heapq.heappop(heap)
         lane, _ = timeline.best_lane(n, insertion=True, by="finish")
         timeline.place(n, lane, insertion=True)
+        for s in timeline.released(n):
+            heapq.heappush(heap, (starts[s], index[s], s))
     return timeline.to_schedule(policy, profile)
 
 
@@ -106,23 +124,41 @@ def improve_schedule(
     problem: SchedulingProblem,
     *,
     rounds: int = DEFAULT_ROUNDS,
+    noise: float = 0.0,
+    seed: int = 0,
     on_round: Callable[[int, int], None] | None = None,
 ) -> Schedule:
     """The shortest of `schedule` and its forward-backward improvements (module doc).
 
-    The result keeps the policy's name and profile; `on_round(round, makespan)` is told the
-    makespan of every round tried, for a progress line.
+    Without `noise` the pass stops at the first round that does not shorten the schedule.
+    With `noise` > 0, a round that did not help is followed by one whose right-justified
+    starts are each shifted by up to ``noise`` × makespan (uniform, from `seed`), which
+    lets the left pass try a different order of nodes whose slack overlaps; every one of
+    the `rounds` rounds is then tried and the shortest schedule kept. The result keeps the
+    policy's name and profile; `on_round(round, makespan)` is told the makespan of every
+    round tried, for a progress line.
     """
+    if rounds < 0 or noise < 0:
+        raise ValueError("rounds and noise must not be negative")
+    rng = random.Random(seed)
     best = schedule
+    current = schedule
+    stale = False
     for k in range(rounds):
-        starts = right_justified_starts(best, problem)
+        starts: dict[Node, float] = dict(right_justified_starts(current, problem))
+        if noise and stale:
+            span = max(1, best.makespan)
+            starts = {n: t + rng.random() * noise * span for n, t in starts.items()}
         try:
             candidate = left_justified(problem, starts, best.policy, best.profile)
         except ScheduleError:
             break
         if on_round is not None:
             on_round(k, candidate.makespan)
-        if candidate.makespan >= best.makespan:
+        stale = candidate.makespan >= current.makespan
+        if stale and not noise:
             break
-        best = candidate
+        current = candidate
+        if candidate.makespan < best.makespan:
+            best = candidate
     return best

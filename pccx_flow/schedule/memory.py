@@ -76,13 +76,11 @@ def decode_holds(
         op = attrs.get("op")
         if op == "MEMSET" or (op == "MEMCPY" and attrs.get("func") in HOST_OUTPUT_COPIES):
             continue
-        succs = list(graph.successors(n))
+        reads = [(s, {i["name"] for i in graph.nodes[s]["inputs"]}) for s in graph.successors(n)]
         by_readers: dict[tuple[Node, ...], dict[str, int]] = {}
         for t in attrs.get("outputs", ()):
             name = t["name"]
-            readers = tuple(
-                s for s in succs if any(i["name"] == name for i in graph.nodes[s]["inputs"])
-            )
+            readers = tuple(s for s, names in reads if name in names)
             if op == "HOST" and all(graph.nodes[r].get("op") == "HOST" for r in readers):
                 continue  # host memory: no NPU node reads it
             nbytes = tensor_bytes(t)

@@ -143,6 +143,18 @@ POOL_CHAIN_HOPS = 4  # 5 tightens E4B's bound by 0.3 % more for 50 % more time
 def pool_chain_bounds(
     problem: SchedulingProblem, hops: int = POOL_CHAIN_HOPS, *, capacity: bool = False
 ) -> dict[str, int]:
+    """``pool_chain:<pool>`` bounds, or with ``capacity=True`` ``capacity_chain:<pool>``
+    (`chain_bounds`, which can make both in one pass, explains them)."""
+    return chain_bounds(problem, hops, plain=not capacity, capacity=capacity)
+
+
+def chain_bounds(
+    problem: SchedulingProblem,
+    hops: int = POOL_CHAIN_HOPS,
+    *,
+    plain: bool = True,
+    capacity: bool = False,
+) -> dict[str, int]:
     """A lower bound per pool that adds the pool's work to the dependency chains around it.
 
     Pool users (nodes holding an instance of pool P, which has ``k`` instances) between two
@@ -159,13 +171,16 @@ def pool_chain_bounds(
     are taken over the data edges only (`hardware_precedence`): an order-only edge of the
     L2 heuristic is not a constraint of the hardware.
 
-    With ``capacity=True`` the pass also applies the starts `capacity_forced_starts`
-    proves (reads that L2 cannot hold ahead of their use), and the bound is named
-    ``capacity_chain:<pool>``: a later start is still a lower bound of every valid
-    schedule, so the longest-path argument above is unchanged.
+    With `plain` the bound is named ``pool_chain:<pool>``. With `capacity` the pass also
+    applies the starts `capacity_forced_starts` proves (reads that L2 cannot hold ahead of
+    their use), and the bound is named ``capacity_chain:<pool>``: a later start is still a
+    lower bound of every valid schedule, so the longest-path argument above is unchanged.
+    Asked for both, the ancestor sets and the pool work of every span are computed once and
+    shared by the two passes (the costly part on a long-context step).
     """
     out: dict[str, int] = {}
     forced = _capacity_groups(problem) if capacity else []
+    variants = [("pool_chain", False)] * plain + [("capacity_chain", True)] * capacity
     preds, succs = hardware_precedence(problem)
     cost = {n: problem.min_cost(n) for n in problem.order}
     reach: dict[Node, tuple[Node, ...]] = {}
@@ -208,25 +223,30 @@ def pool_chain_bounds(
             for q in succs[n]:
                 d |= desc[q] | bit.get(q, 0)
             desc[n] = d
-        finish: dict[Node, int] = {}
-        best_end = 0
-        late = _ForcedStarts(problem, forced, preds, finish) if forced else None
-        for n in problem.order:
-            start = -(-work(anc[n]) // count)
-            for m in reach[n]:
-                between = desc[m] & anc[n]
-                t = finish[m] + (-(-work(between) // count) if between else 0)
-                if t > start:
-                    start = t
-            if late is not None:
-                t = late.start_at_least(n)
-                if t > start:
-                    start = t
-            finish[n] = start + cost[n]
-            end = finish[n] + -(-work(desc[n]) // count)
-            if end > best_end:
-                best_end = end
-        out[f"{'capacity_chain' if capacity else 'pool_chain'}:{pool}"] = best_end
+        # the pool work between each node and its near ancestors, shared by the passes
+        gaps = {
+            n: [(m, -(-work(desc[m] & anc[n]) // count)) for m in reach[n]]
+            for n in problem.order
+        }
+        for name, with_forced in variants:
+            finish: dict[Node, int] = {}
+            best_end = 0
+            late = _ForcedStarts(problem, forced, preds, finish) if with_forced and forced else None
+            for n in problem.order:
+                start = -(-work(anc[n]) // count)
+                for m, gap in gaps[n]:
+                    t = finish[m] + gap
+                    if t > start:
+                        start = t
+                if late is not None:
+                    t = late.start_at_least(n)
+                    if t > start:
+                        start = t
+                finish[n] = start + cost[n]
+                end = finish[n] + -(-work(desc[n]) // count)
+                if end > best_end:
+                    best_end = end
+            out[f"{name}:{pool}"] = best_end
     return out
 
 
@@ -686,9 +706,7 @@ def step_bounds(problem: SchedulingProblem, profile: Any = None) -> dict[str, An
     reference = max(bounds, key=lambda k: bounds[k])
     bounds = {
         **bounds,
-        **pool_chain_bounds(problem, hops=POOL_CHAIN_HOPS),
-        **(pool_chain_bounds(problem, hops=POOL_CHAIN_HOPS, capacity=True)
-           if problem.capacities else {}),  # fmt: skip
+        **chain_bounds(problem, POOL_CHAIN_HOPS, capacity=bool(problem.capacities)),
         **residency_bounds(problem),
     }
     return {

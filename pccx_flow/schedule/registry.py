@@ -31,6 +31,7 @@ from typing import Any
 import networkx as nx
 
 from pccx_flow.errors import PccxFlowError, PolicyError, ScheduleError
+from pccx_flow.schedule.improve import DEFAULT_ROUNDS, improve_schedule
 from pccx_flow.schedule.model import Schedule, Slot
 from pccx_flow.schedule.policies.base import Policy
 from pccx_flow.schedule.policies.cpop import Cpop
@@ -49,6 +50,10 @@ from pccx_flow.schedule.validate import validate_schedule
 
 ENTRY_POINT_GROUP = "pccx_flow.schedulers"
 DEFAULT_POLICY = "critical-path"
+# ``heft+improve``: the policy's schedule, then `pccx_flow.schedule.improve` (any policy);
+# ``heft+improve:50``: 50 rounds of the seeded, randomised form of that pass
+IMPROVE_SUFFIX = "+improve"
+IMPROVE_NOISE = 0.1  # shift of a perturbed round's starts, as a share of the makespan
 
 BUILTIN_POLICIES: dict[str, type[Policy]] = {
     cls.name: cls
@@ -150,12 +155,69 @@ def load_policy_class(spec: str) -> Any:
     )
 
 
+@dataclass(frozen=True)
+class ImprovedPolicy:
+    """A policy (instance or `PluginPolicy`) whose validated schedule is then tightened by
+    forward-backward improvement (`pccx_flow.schedule.improve`) and validated again.
+
+    ``NAME+improve`` is the deterministic pass (a few rounds, until one does not help);
+    ``NAME+improve:R`` tries all R rounds, perturbing the order after a round that did not
+    help (noise `IMPROVE_NOISE`, seeded by the run's seed): slower, and on compare's small
+    random DAGs closer to the optimum.
+    """
+
+    inner: Any
+    base: str
+    rounds: int = DEFAULT_ROUNDS
+    noise: float = 0.0
+    seed: int = 0
+
+    @property
+    def label(self) -> str:
+        return self.base + IMPROVE_SUFFIX + (f":{self.rounds}" if self.noise else "")
+
+    @property
+    def description(self) -> str:
+        inner = str(getattr(self.inner, "description", "") or self.base)
+        return f"{inner}, then forward-backward improvement"
+
+
+def split_improve(spec: str) -> tuple[str, int | None] | None:
+    """(base policy, rounds or None) of ``BASE+improve[:ROUNDS]``; None for any other spec."""
+    head, sep, tail = spec.rpartition(IMPROVE_SUFFIX)
+    if not sep or not head or (tail and not tail.startswith(":")):
+        return None
+    if not tail:
+        return head, None
+    try:
+        rounds = int(tail[1:])
+    except ValueError:
+        rounds = 0
+    if rounds < 1:
+        raise PolicyError(
+            f"{spec!r}: the rounds after {IMPROVE_SUFFIX}: must be a whole number >= 1, "
+            f"e.g. {head}{IMPROVE_SUFFIX}:50"
+        )
+    return head, rounds
+
+
+def _improved(inner: Any, base: str, rounds: int | None, seed: int) -> ImprovedPolicy:
+    if rounds is None:
+        return ImprovedPolicy(inner, base)
+    return ImprovedPolicy(inner, base, rounds=rounds, noise=IMPROVE_NOISE, seed=seed)
+
+
 def make_policy(spec: str, *, seed: int = 0, **options: Any) -> Any:
     """An instance of the policy `spec` names, built with the options its constructor takes.
 
     `seed` is passed only to policies that take one (the CLI always has a seed); any other
-    option the constructor does not take is a `PolicyError`.
+    option the constructor does not take is a `PolicyError`. ``NAME+improve`` gives an
+    `ImprovedPolicy` around NAME's instance.
     """
+    improve = split_improve(spec)
+    if improve is not None:
+        base, rounds = improve
+        return _improved(make_policy(base, seed=seed, **options), base, rounds, seed)
     cls = load_policy_class(spec)
     if not inspect.isclass(cls):
         raise PolicyError(
@@ -218,6 +280,11 @@ def prepare_policy(
     `PluginPolicy` that is run in a child under `timeout` seconds.
     """
     timeout = check_timeout(timeout)
+    improve = split_improve(spec)
+    if improve is not None:
+        base, rounds = improve
+        inner = prepare_policy(base, seed=seed, timeout=timeout, **options)
+        return _improved(inner, base, rounds, seed)
     if spec in BUILTIN_POLICIES:
         return make_policy(spec, seed=seed, **options)
     plugin = PluginPolicy(spec, seed, dict(options), timeout)
@@ -275,8 +342,16 @@ def run_on_problem(
     `policy` is an instance (run here) or a `PluginPolicy` (run in a child under its time
     limit). `on_place` is called with each slot as the policy places it (a progress bar);
     for a plugin it is called once per placed node with None (the child keeps the slots).
+    An `ImprovedPolicy` runs its inner policy so, then the improvement pass.
     """
-    if isinstance(policy, PluginPolicy):
+    if isinstance(policy, ImprovedPolicy):
+        first = run_on_problem(
+            policy.inner, problem, label=label, profile=profile, on_place=on_place
+        )
+        schedule = improve_schedule(
+            first, problem, rounds=policy.rounds, noise=policy.noise, seed=policy.seed
+        )
+    elif isinstance(policy, PluginPolicy):
         schedule = _run_plugin(policy, problem, label=label, profile=profile, on_place=on_place)
     else:
         schedule = _run_unchecked(policy, problem, label=label, profile=profile, on_place=on_place)
@@ -437,6 +512,8 @@ def run_policy(
     elif isinstance(policy, PluginPolicy):
         label = policy.spec
         instance = policy if policy_timeout is None else replace(policy, timeout=policy_timeout)
+    elif isinstance(policy, ImprovedPolicy):
+        label, instance = policy.label, policy
     else:
         instance = policy
         label = str(getattr(policy, "name", "") or type(policy).__name__)

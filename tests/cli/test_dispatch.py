@@ -260,3 +260,56 @@ def test_a_reissuing_command_fifo_gets_a_marker_after_every_word(tmp_path, tiny_
 
     with pytest.raises(BoardError, match="ERROR bit"):
         run(dataclasses.replace(paced, command_fifo="paced"))
+
+
+@pytest.mark.parametrize("fault", ["never-done@99999", "dma-error@5000", "silent@4096"])
+def test_a_fault_at_a_kick_the_program_never_reaches_is_refused(emitted, capsys, fault):
+    prog, _, ckpt = emitted
+    batches = sum(1 for s in read_program(prog).steps if s["kind"] == "batch")
+    code, out, err = _dispatch(capsys, prog, ckpt, "--fake-device", "--fake-fault", fault)
+    assert code == 2 and out == ""
+    line = _one_error_line(err)
+    assert f"--fake-fault {fault}: the program has {batches} kicks" in line
+
+
+def test_corrupting_a_word_that_writes_no_l2_is_refused(emitted, capsys):
+    prog, _, ckpt = emitted
+    program = read_program(prog)
+    memset = next(i for i, r in enumerate(program.roles) if r == "slot")
+    kick = program.words.index(0x8000_0000_0000_0000)
+    for at, says in ((memset, "(MEMSET, node"), (kick, "not an instruction"),
+                     (len(program.words), "not an instruction")):  # fmt: skip
+        code, _, err = _dispatch(
+            capsys, prog, ckpt, "--fake-device", "--fake-fault", f"corrupt@{at}"
+        )
+        assert code == 2
+        line = _one_error_line(err)
+        assert f"--fake-fault corrupt@{at}" in line and says in line
+
+
+def test_a_zero_timeout_is_refused_when_the_command_line_is_read(emitted, capsys):
+    prog, _, ckpt = emitted
+    with pytest.raises(SystemExit) as exit_:
+        _dispatch(capsys, prog, ckpt, "--fake-device", "--timeout", "0")
+    out, err = capsys.readouterr()
+    assert exit_.value.code == 2 and out == ""
+    assert "--timeout: 0 is out of range; give 0.001..3600" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_an_image_above_4_gib_is_refused_before_the_weights_are_read(emitted, capsys, tmp_path):
+    prog, _, _ = emitted
+    program = read_program(prog)
+    program.ddr["total_bytes"] = 3 << 30  # with the fake's base at 1 GiB it ends at 4 GiB + 1
+    program.ddr["total_bytes"] += 1
+    write_program(program, tmp_path / "big.prog")
+    # the weights folder does not exist: the size check comes first, so that is not reported
+    code, _, err = _dispatch(capsys, tmp_path / "big.prog", tmp_path / "no-ckpt", "--fake-device")
+    assert code == 2
+    line = _one_error_line(err)
+    assert "buffer image at 0x40000000+0xc0000001 ends above 4 GiB" in line
+    # the same before any worker of a fake cluster starts
+    big = str(tmp_path / "big.prog")
+    capsys.readouterr()
+    code = main(["dispatch", big, big, "--weights", str(emitted[2]), "--fake-cluster", "1"])
+    assert code == 2 and "ends above 4 GiB" in _one_error_line(capsys.readouterr().err)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -45,3 +47,60 @@ def test_optimum_is_proven_and_brackets_heuristics_and_bounds(family, n, seed, p
         assert run_policy(p, policy=name).makespan >= opt, name
     for name, bound in instance_bounds(p, None).items():
         assert bound <= opt, name
+
+
+@st.composite
+def reads_into_a_capacity(draw):
+    """KV-like reads (sources holding bytes of one capacity until their readers finish) into
+    a chain of pool users, with a capacity too small to hold every read at once."""
+    import networkx as nx
+
+    from pccx_flow.schedule.model import Lane
+    from pccx_flow.schedule.problem import SchedulingProblem
+
+    g = nx.DiGraph()
+    users = [f"c{j}" for j in range(draw(st.integers(2, 4)))]
+    reads = [f"r{i}" for i in range(draw(st.integers(2, 5)))]
+    g.add_nodes_from(reads + users)
+    for a, b in zip(users, users[1:], strict=False):
+        if draw(st.booleans()):
+            g.add_edge(a, b)
+    costs, resources, holds, need = {}, {}, {}, {}
+    for r in reads:
+        readers = draw(st.lists(st.sampled_from(users), min_size=1, max_size=2, unique=True))
+        g.add_edges_from((r, c) for c in readers)
+        nbytes = draw(st.integers(1, 10))
+        holds[r] = [(tuple(readers), {"l2": nbytes})]
+        costs[r] = {"dma0": draw(st.integers(1, 9))}
+        for c in readers:
+            need[c] = need.get(c, 0) + nbytes
+    for c in users:
+        costs[c] = {"g0": draw(st.integers(1, 9)), "g1": draw(st.integers(1, 9))}
+        resources[c] = ("port",)
+    fits = max(need.values())
+    capacity = draw(st.integers(fits, max(fits, sum(need.values()))))
+    lanes = [Lane("dma0", "dma"), Lane("g0", "gemv"), Lane("g1", "gemv")]
+    return SchedulingProblem(g, lanes, costs, resources=resources, pools={"port": 1},
+                             capacities={"l2": capacity}, holds=holds)  # fmt: skip
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem=reads_into_a_capacity())
+def test_capacity_bounds_never_exceed_the_optimum_within_the_capacity(problem):
+    """The CP-SAT model with the capacity as a cumulative is validated (occupancy included)
+    and brackets the policies; capacity_chain and residency stay at or below it."""
+    from pccx_flow.errors import PolicyError
+
+    res = solve_exact(problem, seconds=20)
+    assert res["status"] == "optimal"
+    opt = run_on_problem(ExactPolicy(res["placement"]), problem, label="exact",
+                         profile="x").makespan  # fmt: skip
+    assert opt == res["makespan"]
+    for name in ("heft", "critical-path", "etf"):
+        # an order that cannot fit is refused (a one-line error), never a shorter schedule
+        with contextlib.suppress(PolicyError):
+            assert run_policy(problem, policy=name).makespan >= opt, name
+    bounds = instance_bounds(problem, None)
+    assert any(b.startswith("capacity_chain:") for b in bounds)
+    for name, bound in bounds.items():
+        assert bound <= opt, (name, bound, opt)

@@ -46,3 +46,16 @@ def test_decode_tables_say_model_estimate():
     text = format_tables(summarize(recs, ["x", "y"]))
     assert "model estimates on profiles v002-spec" in text
     assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_long_policy_names_keep_the_columns_aligned():
+    long = "lookahead+improve:50"
+    recs = [_rec(k, {long: m, "y": 100}, 80) for k, m in (("a", 90), ("b", 110))]
+    lines = format_tables(summarize(recs, [long, "y"])).splitlines()
+    header = next(line for line in lines if line.startswith("policy"))
+    rows = [line for line in lines if line.startswith((long, "y "))]
+    end_of_mean = header.index("mean") + len("mean")
+    assert len(rows) == 2
+    for row in rows:  # the mean ratio ends under the header's "mean"
+        assert row[end_of_mean - 5 : end_of_mean].strip().replace(".", "").isdigit(), row
+        assert row[end_of_mean] == " "

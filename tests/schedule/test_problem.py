@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import random
+
 import networkx as nx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pccx_flow.errors import GraphError, ProfileError
 from pccx_flow.hardware.cost import node_cycles, node_resources
@@ -34,6 +38,23 @@ def test_program_order_repairs_a_non_topological_insertion_order():
     g.add_edges_from([("a", "b"), ("a", "c")])
     p = SchedulingProblem(g, LANES, {n: {"a0": 1} for n in "abc"})
     assert p.order == ("a", "b", "c")
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(2, 30), seed=st.integers(0, 10_000))
+def test_program_order_is_the_lexicographic_topological_order(n, seed):
+    rng = random.Random(seed)
+    dag = nx.gnp_random_graph(n, 0.2, seed=seed, directed=True)
+    dag = nx.DiGraph((u, v) for u, v in dag.edges if u < v)
+    dag.add_nodes_from(range(n))
+    names = list(range(n))
+    rng.shuffle(names)  # insertion order no longer topological
+    g = nx.DiGraph()
+    g.add_nodes_from(names)
+    g.add_edges_from(dag.edges)
+    pos = {x: i for i, x in enumerate(g.nodes)}
+    want = tuple(nx.lexicographical_topological_sort(g, key=pos.__getitem__))
+    assert SchedulingProblem(g, LANES, {x: {"a0": 1} for x in g}).order == want
 
 
 def test_mean_comm_averages_over_different_lanes_only(heft_problem):

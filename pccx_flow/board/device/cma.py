@@ -72,6 +72,15 @@ def _check_address(name: str, phys: int, size: int) -> None:
         )
 
 
+def check_plan(sizes: list[tuple[str, int]], phys: list[int]) -> None:
+    """Buffers `sizes` placed at `phys` each end below 4 GiB: a one-line `BoardError` if not.
+
+    Cheap and run before any work (loading weights, decoding the KV prefix), so a program too
+    large for 32-bit DataMover addresses fails at once rather than after minutes."""
+    for (name, size), at in zip(sizes, phys, strict=True):
+        _check_address(name, at, max(size, 1))
+
+
 class UdmabufSource:
     """Buffers from the u-dma-buf driver, one device per buffer, taken in the order given.
 
@@ -85,6 +94,24 @@ class UdmabufSource:
         self.devices = list(devices)
         self.sysfs = Path(sysfs)
         self.dev_root = Path(dev_root)
+
+    def precheck(self, sizes: list[tuple[str, int]]) -> None:
+        """The buffers `sizes` would fit the devices, read from sysfs without opening them
+        (`check_plan`); a device that sysfs does not describe is left to `allocate`."""
+        phys = []
+        for (name, size), dev in zip(sizes, self.devices, strict=False):
+            try:
+                at = int((self.sysfs / dev / "phys_addr").read_text().strip(), 0)
+                have = int((self.sysfs / dev / "size").read_text().strip(), 0)
+            except (OSError, ValueError):
+                return
+            if have < size:
+                raise BoardError(
+                    f"{dev} holds {have:#x} bytes, buffer {name} needs {size:#x}; reload"
+                    f" u-dma-buf with {dev}={size:#x} or more"
+                )
+            phys.append(at)
+        check_plan(sizes[: len(phys)], phys)
 
     def allocate(self, name: str, size: int) -> Buffer:
         if not self.devices:
@@ -125,6 +152,18 @@ class UdmabufSource:
         return Buffer(name, phys, size, mem, fd)
 
 
+FAKE_PHYS_BASE = 0x4000_0000  # where `FileSource` starts its made-up physical addresses
+
+
+def file_addresses(sizes: list[tuple[str, int]], phys_base: int = FAKE_PHYS_BASE) -> list[int]:
+    """The physical address `FileSource` gives each buffer of `sizes`, allocated in order."""
+    phys, at = [], phys_base
+    for _, size in sizes:
+        phys.append(at)
+        at += -(-max(size, 1) // (1 << 20)) * (1 << 20)
+    return phys
+
+
 class FileSource:
     """File-backed buffers with made-up physical addresses (tests, rehearsals; not a board).
 
@@ -132,11 +171,15 @@ class FileSource:
     physical address in a DataMover command can be resolved back to a buffer by `resolve`.
     """
 
-    def __init__(self, folder: Path, phys_base: int = 0x4000_0000):
+    def __init__(self, folder: Path, phys_base: int = FAKE_PHYS_BASE):
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.next_phys = phys_base
         self.buffers: list[Buffer] = []
+
+    def precheck(self, sizes: list[tuple[str, int]]) -> None:
+        """The buffers `sizes`, allocated in this order, would end below 4 GiB (`check_plan`)."""
+        check_plan(sizes, file_addresses(sizes, self.next_phys))
 
     def allocate(self, name: str, size: int) -> Buffer:
         size = max(size, 1)
@@ -147,7 +190,7 @@ class FileSource:
         fd = os.open(path, os.O_RDWR)
         mem = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         buf = Buffer(name, self.next_phys, size, mem, fd)
-        self.next_phys += -(-size // (1 << 20)) * (1 << 20)
+        self.next_phys = file_addresses([(name, size), ("next", 1)], self.next_phys)[1]
         self.buffers.append(buf)
         return buf
 

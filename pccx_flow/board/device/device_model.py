@@ -28,7 +28,9 @@ from pccx_flow.board.device.ddr_image import ImageKV, ImageWeights, kv_views
 from pccx_flow.board.device.fake_device import program_model
 from pccx_flow.board.device.transfers import word_transfers
 from pccx_flow.board.emulator.emulate import UNITS_PER_WORD, Emulator, batch_rule_violation
+from pccx_flow.board.emulator.l2 import STORED
 from pccx_flow.board.isa import L2_WORD_BYTES, IsaError, decode, memcpy_length_words, wire
+from pccx_flow.board.isa.target import BF16
 from pccx_flow.board.program.lower import DONE_SCRATCH
 from pccx_flow.errors import BoardError
 
@@ -47,6 +49,7 @@ class DeviceModel:
         self.em = Emulator(program, self.image_weights, ImageKV(k), ImageKV(v), 0, numerics)
         self.device = None  # the FakeDevice, set by `attach`
         self.corrupt_at: int | None = None
+        self.corrupted = False  # set once `corrupt_at` was applied (a word that wrote L2)
         self.on_batch = program_model(program, self._run_word, self._foreign)
         self.foreign_batches = 0
         self._taken: dict[str, int] = {}
@@ -206,11 +209,19 @@ class DeviceModel:
         self._pop_after.append(name)
 
     def _corrupt(self, index: int, word: int) -> None:
-        """Flip the lowest mantissa bit of the first value word `index` wrote (a test fault)."""
+        """Step the first value word `index` wrote to the next value of the type L2 stores it
+        in (float32, float16 or BF16: one unit in the last place; a test fault)."""
         for addr, _dtype, _ in (self.em.record or {}).get(index, []):
             u = addr * UNITS_PER_WORD
             v = self.em.b.l2[u : u + 1]
-            v[...] = np.nextafter(v.astype(np.float32), np.float32(np.inf))
+            stored = int(self.em.b.stored[u])
+            if stored == STORED[BF16]:  # BF16 is the top half of a float32
+                bits = int(np.float32(v[0]).view(np.uint32)) >> 16
+                v[...] = np.array([(bits + 1) << 16], dtype=np.uint32).view(np.float32)[0]
+            else:
+                t = np.float16 if stored == STORED["float16"] else np.float32
+                v[...] = np.nextafter(v.astype(t), t(np.inf))
+            self.corrupted = True
             return
 
     def read_l2(self, addr: int, dtype: str, nbytes: int) -> bytes:

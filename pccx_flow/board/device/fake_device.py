@@ -24,7 +24,8 @@ each access through `FakeBus` and waits for the device thread to take it, as an 
 write waits for its response. A device that stops answering therefore shows as a timeout.
 
 Faults can be injected at a given batch: DONE never comes, a sticky DMA error on a page, the
-device disappears (file removed, or the device stops answering).
+device disappears (file removed, or the device stops answering). And on a DataMover page:
+other status words or none (`dm_answer`), a command FIFO that never drains (`stuck_commands`).
 """
 
 from __future__ import annotations
@@ -135,6 +136,8 @@ class FakeDevice:
         self._disappear_at: tuple[int, str] | None = None
         self._silent = False
         self._overflowed = False
+        self._dm_answer: dict[str, Callable[[int], list[int]]] = {}
+        self._stuck: set[str] = set()
         # None: every batch raises DONE. A predicate models a DONE rule, e.g. today's RTL,
         # which raises DONE only when a CVO completes (pccx-v002.md §5).
         self.done_when: Callable[[list[int]], bool] | None = None
@@ -202,6 +205,21 @@ class FakeDevice:
         if how not in ("remove", "silent"):
             raise ValueError("how must be 'remove' or 'silent'")
         self._disappear_at = (at_batch, how)
+
+    def dm_answer(self, page: str, answer: Callable[[int], list[int]]) -> None:
+        """Each command on `page` is answered with the status words ``answer(tag)`` (none: a
+        channel that takes commands and never answers, pccx's ACP in its bring-up record)."""
+        self.regs.page_register(page, "FLAGS")
+        self._dm_answer[page] = answer
+
+    def stuck_commands(self, page: str) -> None:
+        """The command FIFO of `page` is full and never drains (a push into it is dropped)."""
+        self.regs.page_register(page, "FLAGS")
+        self._stuck.add(page)
+        commands = self.pages[page].commands
+        while len(commands) < regmap.FIFO_DEPTH:
+            commands.append(regmap.encode_command(addr=0, length_bytes=1, tag=len(commands)))
+        self._refresh_page(page)
 
     # --- the device thread ---
 
@@ -322,7 +340,7 @@ class FakeDevice:
                 error = True
         fail = self._dma_error_at.pop(index, None)
         for name, page in self.pages.items():
-            while page.commands:
+            while page.commands and name not in self._stuck:
                 command = page.commands.popleft()
                 tag = regmap.COMMAND_FIELDS[0].get(command)
                 try:
@@ -341,10 +359,12 @@ class FakeDevice:
                         fail = None
                     else:
                         status = regmap.encode_status(tag=tag)
-                if len(page.statuses) < regmap.FIFO_DEPTH:
-                    page.statuses.append(status)
-                else:
-                    self.faults.append(f"DataMover {name}: status FIFO full, status lost")
+                answer = self._dm_answer.get(name)
+                for word in [status] if answer is None else answer(tag):
+                    if len(page.statuses) < regmap.FIFO_DEPTH:
+                        page.statuses.append(word)
+                    else:
+                        self.faults.append(f"DataMover {name}: status FIFO full, status lost")
             self._refresh_page(name)
         if self._never_done_at is not None and index >= self._never_done_at:
             return  # stays BUSY

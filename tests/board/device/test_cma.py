@@ -51,3 +51,20 @@ def test_udmabuf_problems_are_one_line(tmp_path):
         UdmabufSource(["udmabuf7"], sysfs, dev).allocate("image", 10)
     with pytest.raises(BoardError, match="no u-dma-buf device left"):
         UdmabufSource([], sysfs, dev).allocate("act", 10)
+
+
+def test_prechecks_refuse_what_allocate_would_refuse_without_opening_anything(tmp_path):
+    from pccx_flow.board.device.cma import check_plan, file_addresses
+
+    sizes = [("image", 0x100), ("act", 5 << 20)]
+    assert file_addresses(sizes, 0x4000_0000) == [0x4000_0000, 0x4010_0000]
+    check_plan(sizes, file_addresses(sizes))
+    with pytest.raises(BoardError, match=r"buffer act at 0xffe00000\+0x500000 ends above 4 GiB"):
+        FileSource(tmp_path / "f", phys_base=0xFFD0_0000).precheck(sizes)
+    sysfs, dev = _udmabuf(tmp_path, 8192, phys=0xFFFF_F000)
+    (dev / "udmabuf0").unlink()  # never opened: sysfs alone decides
+    with pytest.raises(BoardError, match="buffer image at 0xfffff000"):
+        UdmabufSource(["udmabuf0"], sysfs, dev).precheck([("image", 0x2000)])
+    with pytest.raises(BoardError, match="udmabuf0 holds 0x2000 bytes"):
+        UdmabufSource(["udmabuf0"], sysfs, dev).precheck([("image", 0x3000)])
+    UdmabufSource(["udmabuf9"], sysfs, dev).precheck([("image", 1 << 40)])  # left to allocate

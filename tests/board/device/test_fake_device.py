@@ -143,3 +143,43 @@ def test_probe_reads_idle_then_sticky(device):
     npu.wait_done(timeout=5.0)
     assert npu.probe()[1] == "hp0      FLAGS=0x81 NOT idle (sticky errors 0x8)"
     assert npu.probe()[0] == "status 0x00000002 at 0x010"
+
+
+def _one_command_batch(npu, page: str, tag: int) -> None:
+    npu.push_command(page, regmap.encode_command(addr=0x4000_0000, length_bytes=64, tag=tag))
+    npu.write_instruction(MEMSET)
+    npu.kick()
+    npu.wait_done(timeout=5.0)
+
+
+def test_a_silent_channel_takes_commands_and_never_answers(device):
+    dev, npu, _ = device
+    dev.dm_answer("acp_in", lambda _tag: [])
+    _one_command_batch(npu, "acp_in", 3)
+    _one_command_batch(npu, "hp2", 4)
+    assert npu.pop_status("acp_in") is None
+    assert npu.window.read32(REGS.page_register("acp_in", "CMD_LVL")) == 0
+    assert npu.pop_status("hp2") == regmap.encode_status(tag=4)
+
+
+def test_a_channel_can_answer_with_other_status_words(device):
+    dev, npu, _ = device
+    dev.dm_answer("hp0", lambda tag: [0x10 | tag, 0x80])
+    _one_command_batch(npu, "hp0", 5)
+    assert [npu.pop_status("hp0"), npu.pop_status("hp0"), npu.pop_status("hp0")] == [
+        0x15, 0x80, None
+    ]  # fmt: skip
+
+
+def test_a_stuck_command_fifo_is_full_from_the_start_and_never_drains(device):
+    dev, npu, _ = device
+    dev.stuck_commands("hp3")
+    flags = npu.flags("hp3")
+    assert flags & regmap.FLAG_CMD_FULL and not flags & regmap.FLAG_CMD_EMPTY
+    with pytest.raises(regmap.BoardError, match="command FIFO full"):
+        npu.push_command("hp3", regmap.encode_command(addr=0, length_bytes=1))
+    npu.write_instruction(MEMSET)
+    npu.kick()
+    npu.wait_done(timeout=5.0)
+    assert npu.window.read32(REGS.page_register("hp3", "CMD_LVL")) == regmap.FIFO_DEPTH
+    assert npu.pop_status("hp3") is None
