@@ -28,6 +28,7 @@ from pathlib import Path
 
 import networkx as nx
 
+from pccx_flow import atomic
 from pccx_flow.errors import GraphError
 
 FORMAT = "pccx-flow-graph"
@@ -61,9 +62,10 @@ def write_graph(graph: nx.DiGraph, path: Path | str, fmt: str | None = None) -> 
                 "version": VERSION,
                 "graph": nx.node_link_data(graph, edges="edges"),
             }
-            path.write_text(json.dumps(data, allow_nan=False, separators=(",", ":")))
+            atomic.write_text(path, json.dumps(data, allow_nan=False, separators=(",", ":")))
         else:
-            nx.write_graphml(_encoded(graph), path, encoding="utf-8", prettyprint=False)
+            with atomic.replacing(path) as tmp:
+                nx.write_graphml(_encoded(graph), tmp, encoding="utf-8", prettyprint=False)
     except OSError as exc:
         raise GraphError(f"cannot write {path}: {exc.strerror or exc}") from None
     except (TypeError, ValueError) as exc:

@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pccx_flow import atomic
 from pccx_flow.board.isa import decode
 from pccx_flow.board.program.files import Program
+from pccx_flow.errors import ExecutionError
 
 WORD_BYTES = 16
 
@@ -27,17 +29,34 @@ def word_lines(addr: int, raw: bytes) -> list[str]:
     return lines
 
 
+def check_finite(program: Program, record: dict[int, list]) -> None:
+    """Refuse golden values that are NaN or infinite: no hardware result can be checked
+    against them. The first instruction that wrote one is named, with its node (tensor)."""
+    for i in sorted(record):
+        for addr, dtype, _raw, *finite in record[i]:
+            if finite and not finite[0]:
+                raise ExecutionError(
+                    f"word {i} ({program.nodes[i]}) writes NaN or infinite {dtype} values to "
+                    f"L2 word {addr}; no golden files written (check the weights with "
+                    "`pccx-flow weights verify`)"
+                )
+
+
 def write_golden(program: Program, record: dict[int, list], out: Path) -> int:
-    """Write the golden files into folder `out`; return how many instructions have one."""
+    """Write the golden files into folder `out`; return how many instructions have one.
+
+    Each file is replaced atomically; ``index.json`` is written last. Non-finite values are
+    refused before anything is written (`check_finite`)."""
+    check_finite(program, record)
     out.mkdir(parents=True, exist_ok=True)
     index = {}
     for i in sorted(record):
         lines = [f"// word {i}: {program.nodes[i]}"]
         writes = []
-        for addr, dtype, raw in record[i]:
+        for addr, dtype, raw, *_ in record[i]:
             lines += word_lines(addr, raw)
             writes.append({"addr": addr, "dtype": dtype, "valid_bytes": len(raw)})
-        (out / f"w{i:05d}.memh").write_text("\n".join(lines) + "\n", encoding="ascii")
+        atomic.write_text(out / f"w{i:05d}.memh", "\n".join(lines) + "\n", encoding="ascii")
         index[str(i)] = {
             "node": program.nodes[i],
             "op": decode(program.words[i]).op,
@@ -45,5 +64,5 @@ def write_golden(program: Program, record: dict[int, list], out: Path) -> int:
             "writes": writes,
         }
     meta = {"program": program.meta, "numerics": "spec, float32", "instructions": index}
-    (out / "index.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    atomic.write_text(out / "index.json", json.dumps(meta, indent=1) + "\n")
     return len(index)

@@ -1,0 +1,153 @@
+"""The program sidecar's schema: every field a reader uses has the type and range it expects.
+
+The content hash (`files.check_set`) already refuses a sidecar edited after emit; this check
+is what stands between a sidecar whose hash was recomputed after an edit (or a bug in a
+writer) and the readers (`disasm`, `emulate`, `replay`, `dispatch`), which index lists and
+size buffers with its numbers. So every number that sizes work is bounded: the position by
+the preset's KV cache, batches by the word count, L2 regions by L2, and every other integer
+by 2**40 (a terabyte; no DDR image or stream comes near it) and every float by being
+finite. Failures are one `ProgramFileError` line naming the field.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from pccx_flow.board.program.files import ProgramFileError
+
+# Larger than any address, size or count of a v002 program (DDR images are a few GB).
+MAX_INT = 1 << 40
+ROLES = ("node", "slot", "kick", "done", "host_io")
+STEP_KINDS = ("batch", "fence", "host")
+
+
+class _Bad(Exception):
+    pass
+
+
+def _int(value, name: str, lo: int = 0, hi: int = MAX_INT) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise _Bad(f"{name} is {value!r}; expected an integer {lo}..{hi}")
+    return value
+
+
+def _dict(value, name: str) -> dict:
+    if not isinstance(value, dict):
+        raise _Bad(f"{name} is {type(value).__name__}; expected an object")
+    return value
+
+
+def _list(value, name: str) -> list:
+    if not isinstance(value, list):
+        raise _Bad(f"{name} is {type(value).__name__}; expected a list")
+    return value
+
+
+def _str(value, name: str, choices: tuple[str, ...] | None = None) -> str:
+    if not isinstance(value, str) or (choices is not None and value not in choices):
+        want = "one of " + ", ".join(choices) if choices else "a string"
+        raise _Bad(f"{name} is {value!r}; expected {want}")
+    return value
+
+
+def _numbers(value, name: str, depth: int = 0) -> None:
+    """Every number inside `value` is a bounded integer or a finite float."""
+    if depth > 32:
+        raise _Bad(f"{name} is nested too deeply")
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return
+    if isinstance(value, int):
+        if not -MAX_INT <= value <= MAX_INT:
+            raise _Bad(f"{name} holds {value}, beyond +-2**40")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise _Bad(f"{name} holds {value}, not a finite number")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _numbers(v, f"{name}[{i}]", depth + 1)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _numbers(v, f"{name}.{k}", depth + 1)
+
+
+def _meta(meta: dict) -> None:
+    from pccx_flow.board.isa.target import TARGETS
+    from pccx_flow.model.config import PRESETS, SEMANTICS
+
+    config = PRESETS.get(_str(meta.get("config"), "meta.config", tuple(PRESETS)))
+    _str(meta.get("semantics"), "meta.semantics", tuple(SEMANTICS))
+    _int(meta.get("position"), "meta.position", 0, config.max_seq - 1)
+    _int(meta.get("tile_rows"), "meta.tile_rows", 1, 1 << 20)
+    layers = meta.get("layers")
+    if layers is not None:
+        a, b = (_list(layers, "meta.layers") + [None, None])[:2]
+        if len(layers) != 2:
+            raise _Bad(f"meta.layers is {layers!r}; expected [A, B]")
+        _int(a, "meta.layers[0]", 0, config.n_layers - 1)
+        _int(b, "meta.layers[1]", a + 1, config.n_layers)
+    _str(meta.get("target", "spec"), "meta.target", TARGETS)
+    _int(meta.get("l2_words"), "meta.l2_words", 1, 1 << 32)
+    _int(meta.get("cvo_reach_words"), "meta.cvo_reach_words", 1, 1 << 32)
+    _int(meta.get("host_io_bytes", 0), "meta.host_io_bytes")
+    _int(meta.get("seed", 0), "meta.seed", 0, 2**32 - 1)
+    _int(meta.get("row_align", 1), "meta.row_align", 1, 1 << 16)
+    for key in ("profile", "policy"):
+        _str(meta.get(key), f"meta.{key}")
+
+
+def _steps(steps: list, n_words: int) -> None:
+    end = 0
+    for i, s in enumerate(steps):
+        s = _dict(s, f"steps[{i}]")
+        kind = _str(s.get("kind"), f"steps[{i}].kind", STEP_KINDS)
+        if kind == "batch":
+            _int(s.get("start"), f"steps[{i}].start", end, end)  # batches follow one another
+            end = _int(s.get("end"), f"steps[{i}].end", end + 1, n_words)
+        elif kind == "host":
+            _str(s.get("node"), f"steps[{i}].node")
+            _str(s.get("func"), f"steps[{i}].func")
+        elif s.get("reason") is not None:
+            _str(s.get("reason"), f"steps[{i}].reason")
+    if end != n_words:
+        raise _Bad(f"steps cover words 0..{end - 1} of {n_words}; every word belongs to a batch")
+
+
+def _indexed(table: dict, name: str, n_words: int) -> None:
+    for k, v in table.items():
+        if not (isinstance(k, str) and k.isascii() and k.isdigit() and int(k) < n_words):
+            raise _Bad(f"{name} has the key {k!r}; expected a word index 0..{n_words - 1}")
+        _dict(v, f"{name}.{k}")
+
+
+def check_sidecar(side: dict, path: Path | str) -> None:
+    """Raise `ProgramFileError` (one line) unless `side` has every field a reader uses, in range."""
+    try:
+        n = _int(side.get("n_words"), "n_words", 1, 1 << 32)
+        _meta(_dict(side.get("meta"), "meta"))
+        for key in ("nodes", "roles"):
+            if len(_list(side.get(key), key)) != n:
+                raise _Bad(f"{key} has {len(side[key])} entries for {n} words")
+        for i, (node, role) in enumerate(zip(side["nodes"], side["roles"], strict=True)):
+            if node is not None:
+                _str(node, f"nodes[{i}]")
+            _str(role, f"roles[{i}]", ROLES)
+        _steps(_list(side.get("steps"), "steps"), n)
+        l2_words = side["meta"]["l2_words"]
+        for name, region in _dict(side.get("l2"), "l2").items():
+            region = _dict(region, f"l2.{name}")
+            addr = _int(region.get("addr"), f"l2.{name}.addr", 0, l2_words - 1)
+            _int(region.get("words"), f"l2.{name}.words", 1, l2_words - addr)
+        for i, slot in enumerate(_list(side.get("slots"), "slots")):  # a log: read, not used
+            _dict(slot, f"slots[{i}]")
+        _numbers(side["slots"], "slots")
+        ddr = _dict(side.get("ddr"), "ddr")
+        _int(ddr.get("total_bytes"), "ddr.total_bytes")
+        _dict(ddr.get("tensors"), "ddr.tensors")
+        _numbers(ddr, "ddr")
+        for key in ("operands", "streams"):
+            _indexed(_dict(side.get(key), key), key, n)
+            _numbers(side[key], key)
+        _dict(side.get("summary"), "summary")
+    except _Bad as exc:
+        raise ProgramFileError(f"{path}: sidecar field {exc}; re-run emit") from None
