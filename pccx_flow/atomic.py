@@ -112,6 +112,20 @@ def _finish(tmp: Path, target: Path) -> None:
     _keep_mode(tmp, target)
 
 
+def _target(path: Path) -> Path | None:
+    """Where the new file goes: `path`, or the file a symlink at `path` points to; None when
+    that is not a regular file (``/dev/null``, ``/dev/stdout``, a FIFO), which is written
+    directly: renaming over it would replace a device or a pipe with a plain file."""
+    real = Path(os.path.realpath(path))
+    try:
+        st = os.stat(real)
+    except FileNotFoundError:
+        return real
+    except OSError:
+        return None
+    return real if stat.S_ISREG(st.st_mode) else None
+
+
 @contextmanager
 def replacing_set(paths: list[Path]) -> Iterator[list[Path]]:
     """Yield one temporary per target; when the body returns, put them all in place.
@@ -119,10 +133,15 @@ def replacing_set(paths: list[Path]) -> Iterator[list[Path]]:
     Every temporary is fsynced before the first rename, and the renames follow in the order
     of `paths`, so put last the file that vouches for the others (a sidecar with their
     hash). On any exception (a full disk, Ctrl-C) the temporaries are deleted and every
-    target is left as it was. A target that is a symlink is replaced by the new file, never
-    written through.
+    target is left as it was. A symlink is followed (the file it names is replaced, the
+    link stays); a target that is not a regular file (``/dev/null``, a FIFO) is yielded
+    itself and written in place.
     """
-    paths = [Path(p) for p in paths]
+    targets = [_target(Path(p)) for p in paths]
+    if any(t is None for t in targets):
+        yield [Path(p) for p in paths]
+        return
+    paths = targets
     for folder in {p.parent for p in paths}:
         remove_stale(folder)
     temps = [temp_path(p) for p in paths]
@@ -153,8 +172,12 @@ def replacing(path: Path | str) -> Iterator[Path]:
         yield tmp
 
 
-def _write_new(tmp: Path, data: bytes) -> None:
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+def write_temp(tmp: Path, data: bytes) -> None:
+    """Write `data` to a path `replacing_set` yielded: a new temporary (created, never
+    opened through an existing name), or the device or pipe itself."""
+    flags = os.O_WRONLY | getattr(os, "O_CLOEXEC", 0)
+    if tmp.name.startswith(f".{PART_TAG}-"):
+        flags |= os.O_CREAT | os.O_EXCL
     fd = os.open(tmp, flags, 0o666)
     with os.fdopen(fd, "wb") as f:
         f.write(data)
@@ -163,7 +186,7 @@ def _write_new(tmp: Path, data: bytes) -> None:
 def write_bytes(path: Path | str, data: bytes) -> None:
     """Replace `path` with `data`, atomically (old content or new, never a mix)."""
     with replacing(path) as tmp:
-        _write_new(tmp, data)
+        write_temp(tmp, data)
 
 
 def write_text(path: Path | str, text: str, encoding: str = "utf-8") -> None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -43,14 +45,24 @@ def test_a_writer_that_writes_nothing_is_an_error_not_an_empty_file(tmp_path):
     assert not out.exists()
 
 
-def test_a_symlink_is_replaced_never_written_through(tmp_path):
-    victim = tmp_path / "victim"
-    victim.write_text("keep")
+def test_a_symlink_stays_and_the_file_it_names_is_replaced(tmp_path):
+    real = tmp_path / "real.json"
+    real.write_text("old")
     link = tmp_path / "out.json"
-    link.symlink_to(victim)
+    link.symlink_to(real)
     atomic.write_text(link, "new")
-    assert victim.read_text() == "keep"
-    assert not link.is_symlink() and link.read_text() == "new"
+    assert link.is_symlink() and real.read_text() == "new"
+
+
+def test_devices_and_pipes_are_written_in_place_never_replaced(tmp_path):
+    atomic.write_text(os.devnull, "discarded")
+    assert Path(os.devnull).is_char_device()
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    atomic.write_text(fifo, "through the pipe")
+    assert reader.communicate(timeout=30)[0] == b"through the pipe"
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
 
 
 def test_a_set_is_renamed_only_when_every_member_is_complete(tmp_path):

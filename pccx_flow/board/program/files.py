@@ -208,7 +208,7 @@ def write_program(program: Program, path: Path, *, force: bool = False) -> dict[
         order = [paths["words"], paths["memh"], paths["json"]]
         with atomic.replacing_set(order) as temps:
             for tmp, content in zip(temps, (data, memh, text), strict=True):
-                atomic._write_new(tmp, content)
+                atomic.write_temp(tmp, content)
     return paths
 
 
