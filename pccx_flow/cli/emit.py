@@ -196,6 +196,10 @@ def run(args: argparse.Namespace) -> int:
         record: dict = {}
         tokens = default_tokens(program.meta["position"] + 1, weights.config.vocab)
         r = emulate_against_reference(program, weights, tokens, record=record)
+        from pccx_flow.board.finite_logits import check_logits
+        from pccx_flow.errors import ExecutionError
+
+        check_logits(r["logits"], "of the emulated step", ExecutionError)
         with writing(args.golden / "index.json"):
             n = write_golden(program, record, args.golden)
         verdict = "agrees with" if r["ok"] else "DISAGREES with"
