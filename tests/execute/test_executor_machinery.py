@@ -305,6 +305,7 @@ def test_cut_graphs_are_refused(tiny_config):
 
 def test_a_node_that_writes_nan_names_itself_and_the_tensor(monkeypatch):
     from pccx_flow.execute import runtime
+    from pccx_flow.execute.plan import NodeCall
     from pccx_flow.model.config import get_config
 
     call = NodeCall(node="L03.attn.q.t00", kernel="poison", op="GEMV", params={}, flags={},
