@@ -166,6 +166,9 @@ def run(args: argparse.Namespace) -> int:
     from pccx_flow.schedule.problem import problem_from_graph
 
     target = target_of(profile, args.target)
+    from pccx_flow.board.program.ddr import check_ddr_capacity, step_kv_dtype
+
+    check_ddr_capacity(step.config, profile, step_kv_dtype(step.semantics, target))
     graph = step.build(profile, row_align=row_align_for(target))
     # The L2-aware timeline: a schedule whose live tensors fit the profile's L2 and SFU reach,
     # so the allocator below can place it.
