@@ -105,8 +105,7 @@ def _steps(steps: list, n_words: int) -> None:
             _int(s.get("start"), f"steps[{i}].start", end, end)  # batches follow one another
             end = _int(s.get("end"), f"steps[{i}].end", end + 1, n_words)
         elif kind == "host":
-            _str(s.get("node"), f"steps[{i}].node")
-            _str(s.get("func"), f"steps[{i}].func")
+            _typed(s, HOST_STEP, f"steps[{i}]")
         elif s.get("reason") is not None:
             _str(s.get("reason"), f"steps[{i}].reason")
     if end != n_words:
@@ -118,6 +117,103 @@ def _indexed(table: dict, name: str, n_words: int) -> None:
         if not (isinstance(k, str) and k.isascii() and k.isdigit() and int(k) < n_words):
             raise _Bad(f"{name} has the key {k!r}; expected a word index 0..{n_words - 1}")
         _dict(v, f"{name}.{k}")
+
+
+# Types of the nested records, as emit writes them: INT a bounded integer, NUM a finite
+# number, a tuple alternatives, a list [T] a list of T, a dict a record with those keys (a
+# key ending in "?" may be absent), LOC an L2 operand location ``[word, words, elements,
+# dtype(, element offset)]``.
+INT, NUM, STR, BOOL, NONE, LOC = "int", "num", "str", "bool", "none", "loc"
+STREAM_SHAPES = (
+    {"kind": STR, "bytes": INT, "ddr_offset": INT, "row_rule": STR,
+     "embed": {"key": STR, "id_rule": STR, "id_limit": INT}},
+    {"scalar_slot": INT, "scalar": NUM},
+    {"weight": {"key": STR, "layout": STR, "offset": INT, "rows": [INT], "cols": (NONE, [INT]),
+                "run_bytes": INT, "runs": INT, "stride": INT, "scale_bytes?": INT,
+                "scale_offset?": INT}},
+    {"kind": STR, "bytes": INT, "tensor": STR, "host_offset": INT},
+    {"kind": STR, "bytes": INT, "ddr_offset": INT, "ddr_bytes": INT,
+     "kv": {"kind": STR, "layer": INT, "first_row": INT, "rows": INT, "dtype": STR}},
+    {"matrix_operand": [STR],
+     "attention": {"kind": STR, "kv_head": INT, "head_dim": INT, "keys": [INT],
+                   "has_past": BOOL}},
+    {"kind": STR, "bytes": INT, "host_tensor": STR},
+)  # fmt: skip
+TENSOR_REF = {"name": STR, "shape": [INT], "dtype": STR}
+HOST_STEP = {
+    "kind": STR, "node": STR, "func": STR, "kernel": STR,
+    "call": {"params": dict, "flags": dict, "weight": (NONE, {"key": STR, "rows": [INT]}),
+             "inputs": [TENSOR_REF], "outputs": [TENSOR_REF]},
+    "host_reads": {STR: LOC}, "host_writes": {STR: LOC}, "slot_reads": {STR: [NUM]},
+}  # fmt: skip
+
+
+def _typed(value, t, name: str) -> None:
+    """`value` has type `t` (see `STREAM_SHAPES`); `_Bad` naming the first field that differs."""
+    if isinstance(t, tuple):
+        errors = []
+        for alt in t:
+            try:
+                return _typed(value, alt, name)
+            except _Bad as exc:
+                errors.append(str(exc))
+        raise _Bad(errors[-1])
+    if t == INT:
+        _int(value, name)
+    elif t == NUM:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise _Bad(f"{name} is {value!r}; expected a number")
+        _numbers(value, name)
+    elif t == STR:
+        _str(value, name)
+    elif t == BOOL:
+        if not isinstance(value, bool):
+            raise _Bad(f"{name} is {value!r}; expected true or false")
+    elif t == NONE:
+        if value is not None:
+            raise _Bad(f"{name} is {value!r}; expected null")
+    elif t == LOC:
+        loc = _list(value, name)
+        if len(loc) not in (4, 5):
+            raise _Bad(f"{name} is {value!r}; expected [word, words, elements, dtype(, offset)]")
+        for i, part in enumerate(loc[:3] + loc[4:]):
+            _int(part, f"{name}[{i if i < 3 else 4}]", 0, 1 << 32)
+        _str(loc[3], f"{name}[3]", ("float32", "float16", "bfloat16"))
+    elif t is dict:
+        _dict(value, name)
+        _numbers(value, name)
+    elif isinstance(t, list):
+        for i, v in enumerate(_list(value, name)):
+            _typed(v, t[0], f"{name}[{i}]")
+    elif isinstance(t, dict) and STR in t:  # a map of names to one type
+        for k, v in _dict(value, name).items():
+            _typed(v, t[STR], f"{name}.{k}")
+    else:
+        record = _dict(value, name)
+        if not _fits(record, t):
+            raise _Bad(f"{name} has fields {sorted(record)}; expected {sorted(t)}")
+        for k, sub in t.items():
+            if k.rstrip("?") in record:
+                _typed(record[k.rstrip("?")], sub, f"{name}.{k.rstrip('?')}")
+
+
+def _fits(record: dict, t: dict) -> bool:
+    """`record` has every required key of `t` and no key `t` does not name."""
+    allowed = {k.rstrip("?") for k in t}
+    required = {k for k in t if not k.endswith("?")}
+    return required <= set(record) <= allowed
+
+
+def _stream(value, name: str) -> None:
+    record = _dict(value, name)
+    shape = next((s for s in STREAM_SHAPES if _fits(record, s)), None)
+    if shape is None:
+        raise _Bad(f"{name} has fields {sorted(record)}, which no kind of stream has")
+    _typed(record, shape, name)
+
+
+def _operands(value, name: str) -> None:
+    _typed(value, {"inputs": {STR: LOC}, "outputs": {STR: LOC}}, name)
 
 
 def check_sidecar(side: dict, path: Path | str) -> None:
@@ -138,6 +234,8 @@ def check_sidecar(side: dict, path: Path | str) -> None:
             region = _dict(region, f"l2.{name}")
             addr = _int(region.get("addr"), f"l2.{name}.addr", 0, l2_words - 1)
             _int(region.get("words"), f"l2.{name}.words", 1, l2_words - addr)
+            if "parts" in region:
+                _typed(region["parts"], [STR], f"l2.{name}.parts")
         for i, slot in enumerate(_list(side.get("slots"), "slots")):  # a log: read, not used
             _dict(slot, f"slots[{i}]")
         _numbers(side["slots"], "slots")
@@ -145,9 +243,10 @@ def check_sidecar(side: dict, path: Path | str) -> None:
         _int(ddr.get("total_bytes"), "ddr.total_bytes")
         _dict(ddr.get("tensors"), "ddr.tensors")
         _numbers(ddr, "ddr")
-        for key in ("operands", "streams"):
+        for key, check in (("operands", _operands), ("streams", _stream)):
             _indexed(_dict(side.get(key), key), key, n)
-            _numbers(side[key], key)
+            for k, v in side[key].items():
+                check(v, f"{key}.{k}")
         _dict(side.get("summary"), "summary")
     except _Bad as exc:
         raise ProgramFileError(f"{path}: sidecar field {exc}; re-run emit") from None
