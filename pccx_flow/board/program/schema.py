@@ -140,6 +140,12 @@ STREAM_SHAPES = (
     {"kind": STR, "bytes": INT, "host_tensor": STR},
 )  # fmt: skip
 TENSOR_REF = {"name": STR, "shape": [INT], "dtype": STR}
+DDR = {
+    "align": INT, "kv_dtype": STR, "weights_bytes": INT, "kv_bytes": INT, "total_bytes": INT,
+    "tensors": {STR: {"offset": INT, "shape": [INT], "storage": STR, "bytes": INT,
+                      "scale_offset?": INT}},
+    "kv": {STR: {"offset": INT, "rows": INT, "row_bytes": INT}},
+}  # fmt: skip
 HOST_STEP = {
     "kind": STR, "node": STR, "func": STR, "kernel": STR,
     "call": {"params": dict, "flags": dict, "weight": (NONE, {"key": STR, "rows": [INT]}),
@@ -239,10 +245,12 @@ def check_sidecar(side: dict, path: Path | str) -> None:
         for i, slot in enumerate(_list(side.get("slots"), "slots")):  # a log: read, not used
             _dict(slot, f"slots[{i}]")
         _numbers(side["slots"], "slots")
-        ddr = _dict(side.get("ddr"), "ddr")
-        _int(ddr.get("total_bytes"), "ddr.total_bytes")
-        _dict(ddr.get("tensors"), "ddr.tensors")
-        _numbers(ddr, "ddr")
+        from pccx_flow.board.program.ddr import KV_DTYPE_BYTES
+
+        _typed(side.get("ddr"), DDR, "ddr")
+        _str(side["ddr"]["kv_dtype"], "ddr.kv_dtype", tuple(KV_DTYPE_BYTES))
+        for key, t in side["ddr"]["tensors"].items():
+            _str(t["storage"], f"ddr.tensors.{key}.storage", ("int4", "float32"))
         for key, check in (("operands", _operands), ("streams", _stream)):
             _indexed(_dict(side.get(key), key), key, n)
             for k, v in side[key].items():
