@@ -255,9 +255,10 @@ def read_program(path: Path) -> Program:
             "(corrupted or edited); re-run emit"
         )
     words = list(struct.unpack(f"<{n}Q", data))
-    from pccx_flow.board.program.schema import check_sidecar
+    from pccx_flow.board.program.schema import check_links, check_sidecar
 
     check_sidecar(side, paths["json"])
+    check_links(side, words, paths["json"])
     return Program(
         words=words,
         nodes=side["nodes"],

@@ -222,6 +222,34 @@ def _operands(value, name: str) -> None:
     _typed(value, {"inputs": {STR: LOC}, "outputs": {STR: LOC}}, name)
 
 
+def check_links(side: dict, words: list[int], path: Path | str) -> None:
+    """Every instruction word has the sidecar records its readers look up: an operand record
+    for each node and host-I/O word, a weight or matrix stream for each GEMV, a transfer
+    stream for each MEMCPY; kick markers sit exactly on the ``kick`` roles."""
+    from pccx_flow.board.isa import KICK_MARKER, IsaError, decode
+
+    try:
+        for i, (word, role) in enumerate(zip(words, side["roles"], strict=True)):
+            if (word == KICK_MARKER) != (role == "kick"):
+                raise _Bad(f"roles[{i}] is {role!r} but word {i} is {word:#018x}")
+            if role == "kick":
+                continue
+            key = str(i)
+            if role in ("node", "host_io") and key not in side["operands"]:
+                raise _Bad(f"operands has no record of word {i} ({role})")
+            try:
+                op = decode(word).op
+            except IsaError:
+                continue  # `check_words` names an illegal word
+            stream = side["streams"].get(key, {})
+            if op == "GEMV" and role == "node" and not ({"weight", "matrix_operand"} & set(stream)):
+                raise _Bad(f"streams has no weight or matrix record of GEMV word {i}")
+            if op == "MEMCPY" and role in ("node", "host_io") and "kind" not in stream:
+                raise _Bad(f"streams has no transfer record of MEMCPY word {i}")
+    except _Bad as exc:
+        raise ProgramFileError(f"{path}: sidecar {exc}; re-run emit") from None
+
+
 def check_sidecar(side: dict, path: Path | str) -> None:
     """Raise `ProgramFileError` (one line) unless `side` has every field a reader uses, in range."""
     try:

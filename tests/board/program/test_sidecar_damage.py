@@ -84,6 +84,14 @@ DAMAGE = {
     "stream not an object": _first_stream([1, 2]),
     "stream size huge": _first_stream({"kind": "weight", "bytes": 10**15}),
     "ddr total negative": _set("ddr.total_bytes", -5),
+    "ddr kv dtype unknown": _set("ddr.kv_dtype", 1e300),
+    "operand record dropped": lambda side: side["operands"].pop(next(iter(side["operands"]))),
+    "gemv stream dropped": lambda side: side["streams"].pop(
+        next(k for k, v in side["streams"].items() if "weight" in v)
+    ),
+    "host step read not a location": lambda side: next(
+        s for s in side["steps"] if s["kind"] == "host"
+    )["host_reads"].update({"x": [1, 2]}),
     "sidecar a list": None,
 }
 
