@@ -164,3 +164,55 @@ def test_emit_killed_at_random_moments_leaves_old_new_or_a_refused_mix(tmp_path)
                    capture_output=True, timeout=300)  # fmt: skip
     assert read_program(out).meta["position"] == 1 and _parts(tmp_path) == []
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def _complete(path: Path) -> bool:
+    """`path` holds a whole file of its kind (parsed to its end)."""
+    data = path.read_bytes()
+    if path.suffix == ".svg":
+        return data.rstrip().endswith(b"</svg>")
+    if path.suffix == ".pccx":
+        from pccx_flow.traces.pccx_file import read_pccx
+
+        read_pccx(path)
+        return True
+    json.loads(data)
+    return True
+
+
+CLI = [PY, "-m", "pccx_flow"]
+TINY = ["--preset", "tiny", "--layers", "0:2"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("argv", "outputs"),
+    [
+        (["schedule", *TINY, "--json", "{s.json}", "--trace", "{t.json}", "--pccx", "{p.pccx}",
+          "--gantt", "{g.svg}"], ["s.json", "t.json", "p.pccx", "g.svg"]),
+        (["graph", "export", *TINY, "-o", "{g.json}"], ["g.json"]),
+        (["render", "--preset", "tiny", "--layer", "1", "-o", "{r.svg}"], ["r.svg"]),
+    ],
+    ids=["schedule", "graph-export", "render"],
+)  # fmt: skip
+def test_killed_commands_leave_each_output_old_or_complete(tmp_path, argv, outputs):
+    paths = {name: tmp_path / name for name in outputs}
+    argv = [str(paths[a[1:-1]]) if a.startswith("{") else a for a in argv]
+    for p in paths.values():
+        p.write_text("OLD")
+    t0 = time.monotonic()
+    subprocess.run([*CLI, *argv], env=ENV, check=True, capture_output=True, timeout=300)
+    whole = time.monotonic() - t0
+    rng = random.Random(len(outputs))
+    for _ in range(4):
+        for p in paths.values():
+            p.write_text("OLD")
+        proc = subprocess.Popen([*CLI, *argv], env=ENV, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)  # fmt: skip
+        time.sleep(rng.uniform(0.4, 1.0) * whole)
+        os.kill(proc.pid, rng.choice([signal.SIGKILL, signal.SIGTERM]))
+        proc.wait()
+        for p in paths.values():
+            assert p.read_text(errors="replace") == "OLD" or _complete(p), p
+    subprocess.run([*CLI, *argv], env=ENV, check=True, capture_output=True, timeout=300)
+    assert all(_complete(p) for p in paths.values()) and _parts(tmp_path) == []
