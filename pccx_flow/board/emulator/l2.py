@@ -109,8 +109,7 @@ class L2Access:
                 raw = self.raw_words(addr, words)
             else:
                 raw = values.astype(np.float16 if dtype == "float16" else np.float32).tobytes()
-            finite = bool(np.isfinite(values).all())
-            self.record.setdefault(self.index, []).append((addr, dtype, raw, finite))
+            self.record.setdefault(self.index, []).append((addr, dtype, raw))
 
     def write_bridge(self, addr: int, results: np.ndarray) -> None:
         """Write CVO results as the as-built bridge does: whole BF16 words from `addr`.

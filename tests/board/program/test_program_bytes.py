@@ -42,7 +42,7 @@ def test_program_bytes_and_golden_vectors_are_pinned(tiny_ckpt, case):
     emulate_against_reference(program, tiny_ckpt, tokens, record=record)
     gold = hashlib.sha256()
     for i in sorted(record):
-        for addr, dtype, raw, _ in record[i]:
+        for addr, dtype, raw in record[i]:
             gold.update(f"{i}:{addr}:{dtype}:".encode() + raw)
     got = {
         "words": side["sha256"],
