@@ -33,6 +33,9 @@ PART_TAG = "pccx-part"
 _PART = re.compile(r"\." + PART_TAG + r"-([0-9]+)-[0-9a-f]+\.")
 
 
+_CLEANED: set[Path] = set()
+
+
 def temp_path(path: Path) -> Path:
     """A new temporary name beside `path` carrying this process's pid."""
     return path.parent / f".{PART_TAG}-{os.getpid()}-{secrets.token_hex(4)}.{path.name}"
@@ -142,8 +145,9 @@ def replacing_set(paths: list[Path]) -> Iterator[list[Path]]:
         yield [Path(p) for p in paths]
         return
     paths = targets
-    for folder in {p.parent for p in paths}:
+    for folder in {p.parent for p in paths} - _CLEANED:
         remove_stale(folder)
+        _CLEANED.add(folder)  # once per folder and process: golden folders hold 10^4 files
     temps = [temp_path(p) for p in paths]
     try:
         yield temps
