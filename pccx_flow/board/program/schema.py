@@ -246,8 +246,24 @@ def check_links(side: dict, words: list[int], path: Path | str) -> None:
                 raise _Bad(f"streams has no weight or matrix record of GEMV word {i}")
             if op == "MEMCPY" and role in ("node", "host_io") and "kind" not in stream:
                 raise _Bad(f"streams has no transfer record of MEMCPY word {i}")
+            _names_linked(side, key, stream)
     except _Bad as exc:
         raise ProgramFileError(f"{path}: sidecar {exc}; re-run emit") from None
+
+
+def _names_linked(side: dict, key: str, stream: dict) -> None:
+    """Tensor names a stream points through are operands of the same word."""
+    operands = side["operands"].get(key)
+    if operands is None:
+        return
+    names = list(stream.get("matrix_operand", ()))
+    if stream.get("kind") == "host_read":
+        names.append(stream.get("tensor"))
+    for name in names:
+        if name not in operands["inputs"]:
+            raise _Bad(f"streams.{key} names {name!r}, which is not an input of word {key}")
+    if stream.get("kind") == "host_write" and stream.get("tensor") not in operands["outputs"]:
+        raise _Bad(f"streams.{key} names {stream.get('tensor')!r}, not an output of word {key}")
 
 
 def check_sidecar(side: dict, path: Path | str) -> None:

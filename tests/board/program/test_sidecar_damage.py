@@ -89,6 +89,9 @@ DAMAGE = {
     "gemv stream dropped": lambda side: side["streams"].pop(
         next(k for k, v in side["streams"].items() if "weight" in v)
     ),
+    "matrix input dropped": lambda side: side["operands"][
+        next(k for k, v in side["streams"].items() if "matrix_operand" in v)
+    ]["inputs"].clear(),
     "host step read not a location": lambda side: next(
         s for s in side["steps"] if s["kind"] == "host"
     )["host_reads"].update({"x": [1, 2]}),
