@@ -199,8 +199,8 @@ def run(args: argparse.Namespace) -> int:
         record: dict = {}
         tokens = default_tokens(program.meta["position"] + 1, weights.config.vocab)
         r = emulate_against_reference(program, weights, tokens, record=record)
-        from pccx_flow.board.finite_logits import check_logits
         from pccx_flow.errors import ExecutionError
+        from pccx_flow.logits import check_logits
 
         check_logits(r["logits"], "of the emulated step", ExecutionError)
         with writing(args.golden / "index.json"):

@@ -35,15 +35,13 @@ from pathlib import Path
 
 from pccx_flow import atomic
 from pccx_flow.board.isa import KICK_MARKER, IsaError, decode, disassemble
-from pccx_flow.errors import PccxFlowError
+from pccx_flow.board.program.schema import ProgramFileError, check_links, check_sidecar
 from pccx_flow.files import NotRegularFile, open_regular
+
+__all__ = ["ProgramFileError"]  # defined with the schema, raised by every reader here
 
 FORMAT = "pccx-flow-program"
 VERSION = 2  # 2: host steps exchange tensors with L2 by MEMCPY words (host I/O area)
-
-
-class ProgramFileError(PccxFlowError):
-    """A program file that is missing, truncated, corrupted or made for something else."""
 
 
 @dataclass
@@ -255,8 +253,6 @@ def read_program(path: Path) -> Program:
             "(corrupted or edited); re-run emit"
         )
     words = list(struct.unpack(f"<{n}Q", data))
-    from pccx_flow.board.program.schema import check_links, check_sidecar
-
     check_sidecar(side, paths["json"])
     check_links(side, words, paths["json"])
     return Program(

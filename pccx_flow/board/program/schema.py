@@ -14,7 +14,12 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from pccx_flow.board.program.files import ProgramFileError
+from pccx_flow.errors import PccxFlowError
+
+
+class ProgramFileError(PccxFlowError):
+    """A program file that is missing, truncated, corrupted or made for something else."""
+
 
 # Larger than any address, size or count of a v002 program (DDR images are a few GB).
 MAX_INT = 1 << 40
