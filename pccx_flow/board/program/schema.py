@@ -231,7 +231,7 @@ def check_links(side: dict, words: list[int], path: Path | str) -> None:
     """Every instruction word has the sidecar records its readers look up: an operand record
     for each node and host-I/O word, a weight or matrix stream for each GEMV, a transfer
     stream for each MEMCPY; kick markers sit exactly on the ``kick`` roles."""
-    from pccx_flow.board.isa import KICK_MARKER, IsaError, decode
+    from pccx_flow.board.isa import CVO_FLAGS, CVO_FUNCS, KICK_MARKER, IsaError, decode
 
     try:
         for i, (word, role) in enumerate(zip(words, side["roles"], strict=True)):
@@ -243,10 +243,18 @@ def check_links(side: dict, words: list[int], path: Path | str) -> None:
             if role in ("node", "host_io") and key not in side["operands"]:
                 raise _Bad(f"operands has no record of word {i} ({role})")
             try:
-                op = decode(word).op
+                ins = decode(word)
             except IsaError:
                 continue  # `check_words` names an illegal word
-            stream = side["streams"].get(key, {})
+            op, stream = ins.op, side["streams"].get(key, {})
+            if op == "CVO" and role == "node":
+                func, flags = ins.fields["func"], ins.fields["flags"]
+                # EXP(x - max) and SCALE by an L2 value read a second operand (`sfu.py`)
+                second = (func == CVO_FUNCS["EXP"] and flags >> CVO_FLAGS["sub_emax"] & 1) or (
+                    func == CVO_FUNCS["SCALE"] and "scalar_slot" not in stream
+                )
+                if len(side["operands"][key]["inputs"]) < 1 + bool(second):
+                    raise _Bad(f"operands.{key} lacks an input CVO word {i} reads")
             if op == "GEMV" and role == "node" and not ({"weight", "matrix_operand"} & set(stream)):
                 raise _Bad(f"streams has no weight or matrix record of GEMV word {i}")
             if op == "MEMCPY" and role in ("node", "host_io") and "kind" not in stream:
