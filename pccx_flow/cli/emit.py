@@ -22,8 +22,10 @@ EPILOG = """examples:
 Writes OUT (little-endian 64-bit words, kick markers between batches), OUT's .memh and a
 .json sidecar (batches, fences, host steps, L2 map, slot log, DDR layout, node of each word).
 The three are written whole and renamed into place together (the sidecar last, with the
-SHA-256 of the other two and of itself), so a kill or a full disk leaves the old program or
-the new one, and readers refuse a mixed set in one line. emit replaces only a program it made
+SHA-256 of the other two and of itself), so a full disk leaves the old program, a kill the
+old or the new one (or, in the instant between two renames, a mixed set that every reader
+refuses in one line), and concurrent emits to one path follow one another. emit replaces
+only a program it made
 under the same name: any other file at OUT, OUT.memh or OUT.json (or the sidecar of another
 program, such as step.json of step.bin) is refused unless --force.
 Host steps reach L2 only through MEMCPY words (copies out before, copies in after them), and
