@@ -265,7 +265,14 @@ def check_links(side: dict, words: list[int], path: Path | str) -> None:
 
 
 def _names_linked(side: dict, key: str, stream: dict) -> None:
-    """Tensor names a stream points through are operands of the same word."""
+    """Tensor names a stream points through are operands of the same word, and the weights
+    and KV regions it streams are in the DDR image."""
+    ddr = side["ddr"]
+    for field in ("weight", "embed"):
+        if field in stream and stream[field]["key"] not in ddr["tensors"]:
+            raise _Bad(f"streams.{key} streams {stream[field]['key']!r}, not in ddr.tensors")
+    if "kv" in stream and f"{stream['kv']['layer']}.{stream['kv']['kind']}" not in ddr["kv"]:
+        raise _Bad(f"streams.{key} streams a KV region that is not in ddr.kv")
     operands = side["operands"].get(key)
     if operands is None:
         return
