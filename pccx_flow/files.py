@@ -19,6 +19,25 @@ class NotRegularFile(OSError):
     """The path names a FIFO, a device, a folder or another non-regular file."""
 
 
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def file_kind(path: str | Path) -> str | None:
+    """What `path` is when it exists and is not a regular file ("a FIFO (named pipe)", "a
+    character device", ...), for messages that say so; None for a regular or missing one."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    return next((what for test, what in _KINDS if test(mode)), None)
+
+
 def open_regular(path: str | Path) -> BinaryIO:
     """Open `path` for binary reading if it is a regular file; `NotRegularFile` otherwise.
 

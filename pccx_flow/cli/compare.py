@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from pccx_flow import atomic
 from pccx_flow.cli.common import check_output_path, parse_layers, writing
 from pccx_flow.errors import InputError
 
@@ -236,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
             "wall_seconds": wall,
         }
         with writing(args.json):
-            args.json.write_text(json.dumps(payload, indent=1, default=str) + "\n")
+            atomic.write_text(args.json, json.dumps(payload, indent=1, default=str) + "\n")
         print(f"wrote {args.json}" + (f" (journal {journal})" if journal else ""),
               file=sys.stderr)  # fmt: skip
     if args.plot is not None:

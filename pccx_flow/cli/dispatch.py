@@ -463,6 +463,10 @@ def _print_result(args, program, result, where: str, golden_checked: bool | None
             f"  no logits: the program ({meta.get('bisect', 'a part of a step')}) reads none back"
         )
     else:
+        from pccx_flow.errors import BoardError
+        from pccx_flow.logits import check_logits
+
+        check_logits(logits, f"read back from {where}", BoardError)
         top = np.argsort(-logits, kind="stable")[: args.top_k]
         print(
             f"  argmax {int(top[0])}; top-{args.top_k}: "

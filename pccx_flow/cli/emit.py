@@ -21,6 +21,13 @@ EPILOG = """examples:
 
 Writes OUT (little-endian 64-bit words, kick markers between batches), OUT's .memh and a
 .json sidecar (batches, fences, host steps, L2 map, slot log, DDR layout, node of each word).
+The three are written whole and renamed into place together (the sidecar last, with the
+SHA-256 of the other two and of itself), so a full disk leaves the old program, a kill the
+old or the new one (or, in the instant between two renames, a mixed set that every reader
+refuses in one line), and concurrent emits to one path follow one another. emit replaces
+only a program it made
+under the same name: any other file at OUT, OUT.memh or OUT.json (or the sidecar of another
+program, such as step.json of step.bin) is refused unless --force.
 Host steps reach L2 only through MEMCPY words (copies out before, copies in after them), and
 every batch ends with a CVO so that today's RTL raises DONE (see --no-done-markers).
 A schedule whose live tensors exceed L2 (or the CVO reach) fails with one line naming the
@@ -56,6 +63,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         " [program] target; v002-spec: spec, v002-as-built: as-built)",
     )
     p.add_argument("-o", "--out", type=Path, metavar="OUT", help="program file to write")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace OUT, OUT.memh and OUT.json even when they are not a program emit made"
+        " under this name (default: refuse)",
+    )
     p.add_argument(
         "--golden",
         type=Path,
@@ -133,7 +146,11 @@ def run(args: argparse.Namespace) -> int:
     make_policy(args.policy, seed=args.seed)  # fail fast, before the graph is built
     profile = load_profile(args.profile)
     if args.out is not None:
+        from pccx_flow.board.program.files import check_overwrite
+
         check_output_path(args.out)
+        if not args.force:
+            check_overwrite(args.out)  # again, under a lock, when the files are written
     for flag in ("golden", "bisect"):
         if getattr(args, flag) is not None and args.weights is None:
             raise InputError(f"--{flag} runs the emulator: give the checkpoint with --weights DIR")
@@ -151,6 +168,9 @@ def run(args: argparse.Namespace) -> int:
     from pccx_flow.schedule.problem import problem_from_graph
 
     target = target_of(profile, args.target)
+    from pccx_flow.board.program.ddr import check_ddr_capacity, step_kv_dtype
+
+    check_ddr_capacity(step.config, profile, step_kv_dtype(step.semantics, target))
     graph = step.build(profile, row_align=row_align_for(target))
     # The L2-aware timeline: a schedule whose live tensors fit the profile's L2 and SFU reach,
     # so the allocator below can place it.
@@ -172,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"(lowered in {t1 - t0:.2f} s of wall time on this machine)")
     if args.out is not None:
         with writing(args.out):
-            paths = write_program(program, args.out)
+            paths = write_program(program, args.out, force=args.force)
         print("wrote " + ", ".join(str(p) for p in paths.values()))
     if args.golden is not None:
         from pccx_flow.board.emulator.check import default_tokens, emulate_against_reference
@@ -181,6 +201,10 @@ def run(args: argparse.Namespace) -> int:
         record: dict = {}
         tokens = default_tokens(program.meta["position"] + 1, weights.config.vocab)
         r = emulate_against_reference(program, weights, tokens, record=record)
+        from pccx_flow.errors import ExecutionError
+        from pccx_flow.logits import check_logits
+
+        check_logits(r["logits"], "of the emulated step", ExecutionError)
         with writing(args.golden / "index.json"):
             n = write_golden(program, record, args.golden)
         verdict = "agrees with" if r["ok"] else "DISAGREES with"

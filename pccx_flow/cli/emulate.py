@@ -83,6 +83,10 @@ def run(args: argparse.Namespace) -> int:
     r = emulate_against_reference(
         program, weights, tokens, precision=args.precision, numerics="spec"
     )
+    from pccx_flow.errors import ExecutionError
+    from pccx_flow.logits import check_logits
+
+    check_logits(r["logits"], "of the emulated step (spec numerics)", ExecutionError)
     words = sum(1 for role in program.roles if role != "kick")
     target = program.meta.get("target", "spec")
     print(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from pccx_flow import atomic
+
 EPILOG = """examples:
   pccx-flow isa                            # field tables + known disagreements between sources
   pccx-flow isa --targets                  # how the spec and the as-built RTL read each word
@@ -41,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.c_header is not None:
         check_output_path(args.c_header)
-        args.c_header.write_text(c_header(), encoding="ascii")
+        atomic.write_text(args.c_header, c_header(), encoding="ascii")
         print(f"wrote {args.c_header}")
         return 0
     if args.targets:

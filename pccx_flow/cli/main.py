@@ -124,9 +124,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; every way out is an exit code (130 after SIGINT), never a traceback."""
+    from pccx_flow.cli.streams import tolerant_streams
+
     previous = _install()
     try:
-        return _main(argv)
+        with tolerant_streams():
+            return _main(argv)
     except KeyboardInterrupt:
         if not _announced:
             print("pccx-flow: interrupted", file=sys.stderr)
@@ -171,7 +174,7 @@ def _drop_stdout() -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):
         pass
 
 

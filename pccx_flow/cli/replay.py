@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from pccx_flow import atomic
 from pccx_flow.cli.common import check_distinct_outputs, check_output_path, writing
 
 ISSUE_CHOICES = ("spec", "rtl", "decoupled", "all")
@@ -292,7 +293,7 @@ def run(args: argparse.Namespace) -> int:
         with writing(args.json):
             data = {"meta": program.meta, "list_schedule_cycles": list_ms,
                     "list_schedule_profile": list_profile, "replays": summaries}  # fmt: skip
-            args.json.write_text(json.dumps(data, indent=1) + "\n")
+            atomic.write_text(args.json, json.dumps(data, indent=1) + "\n")
         print(f"wrote {args.json}", file=sys.stderr)
     return 0
 

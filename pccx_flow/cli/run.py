@@ -368,14 +368,19 @@ def _report(args, client):
         return
     from distributed import performance_report
 
+    from pccx_flow import atomic
     from pccx_flow.dashboard.client import fetch
     from pccx_flow.dashboard.report import add_lanes_page
 
     path = Path(args.report)
-    with client.as_current(), performance_report(filename=str(path), mode="inline"):
-        yield
-        snapshot = fetch(client) if _has_page(client) else None
-    lanes = add_lanes_page(path, snapshot)
+    draft = atomic.temp_path(path)  # Dask writes in place; the report is renamed in after
+    try:
+        with client.as_current(), performance_report(filename=str(draft), mode="inline"):
+            yield
+            snapshot = fetch(client) if _has_page(client) else None
+        lanes = add_lanes_page(path, snapshot, draft=draft)
+    finally:
+        draft.unlink(missing_ok=True)
     also = f" and {lanes} (pccx lanes)" if lanes else ""
     print(f"wrote {path} (Dask performance report){also}", file=sys.stderr)
 

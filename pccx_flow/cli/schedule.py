@@ -136,6 +136,10 @@ def run(args: argparse.Namespace) -> int:
         if out is not None:
             check_output_path(out, suffixes)
     profile = load_profile(args.profile)
+    from pccx_flow.board.isa.target import target_of
+    from pccx_flow.board.program.ddr import check_ddr_capacity, step_kv_dtype
+
+    check_ddr_capacity(config, profile, step_kv_dtype(step.semantics, target_of(profile, None)))
     # fail fast, before the graph (a plugin is loaded in a child process)
     policy = prepare_policy(args.policy, seed=args.seed, timeout=args.policy_timeout)
 

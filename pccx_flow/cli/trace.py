@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from pccx_flow import atomic
 from pccx_flow.cli.common import check_output_path, writing
 
 EPILOG = """examples:
@@ -50,5 +51,5 @@ def run_diff(args: argparse.Namespace) -> int:
     print(format_diff(result))
     if args.json is not None:
         with writing(args.json):
-            args.json.write_text(json.dumps(result, indent=1) + "\n")
+            atomic.write_text(args.json, json.dumps(result, indent=1) + "\n")
     return 0

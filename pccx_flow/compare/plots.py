@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pccx_flow import atomic
 from pccx_flow.errors import RenderError
 
 PLOT_FORMATS = ("svg", "png", "pdf")
@@ -63,5 +64,6 @@ def write_plots(rows: list[dict], policies: list[str], path: Path, *, title: str
     if title:
         fig.suptitle(title, fontsize=10)
     fmt = path.suffix.lower().lstrip(".")
-    fig.savefig(path, format=fmt, metadata={"Date": None} if fmt == "svg" else None)
+    with atomic.replacing(path) as tmp:
+        fig.savefig(tmp, format=fmt, metadata={"Date": None} if fmt == "svg" else None)
     plt.close(fig)

@@ -126,7 +126,19 @@ def run_node(
                 f"node {call.node} (kernel {call.kernel}) wrote {name} with shape "
                 f"{tuple(np.shape(out))}, the node declares {shape}"
             )
+        if _not_finite(out):
+            raise ExecutionError(
+                f"node {call.node} (kernel {call.kernel}) wrote NaN or infinite values to "
+                f"{name}; the inputs or weights overflow (check the checkpoint with "
+                "`pccx-flow weights verify`)"
+            )
     return outputs
+
+
+def _not_finite(out) -> bool:
+    """A floating output holding NaN or +-inf (every later node would carry it to the logits)."""
+    a = np.asarray(out) if not isinstance(out, np.ndarray) else out
+    return a.dtype.kind == "f" and not np.isfinite(a).all()
 
 
 def run_group(

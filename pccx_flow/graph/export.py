@@ -28,7 +28,9 @@ from pathlib import Path
 
 import networkx as nx
 
+from pccx_flow import atomic
 from pccx_flow.errors import GraphError
+from pccx_flow.files import file_kind
 
 FORMAT = "pccx-flow-graph"
 VERSION = 1
@@ -61,9 +63,10 @@ def write_graph(graph: nx.DiGraph, path: Path | str, fmt: str | None = None) -> 
                 "version": VERSION,
                 "graph": nx.node_link_data(graph, edges="edges"),
             }
-            path.write_text(json.dumps(data, allow_nan=False, separators=(",", ":")))
+            atomic.write_text(path, json.dumps(data, allow_nan=False, separators=(",", ":")))
         else:
-            nx.write_graphml(_encoded(graph), path, encoding="utf-8", prettyprint=False)
+            with atomic.replacing(path) as tmp:
+                nx.write_graphml(_encoded(graph), tmp, encoding="utf-8", prettyprint=False)
     except OSError as exc:
         raise GraphError(f"cannot write {path}: {exc.strerror or exc}") from None
     except (TypeError, ValueError) as exc:
@@ -74,6 +77,12 @@ def write_graph(graph: nx.DiGraph, path: Path | str, fmt: str | None = None) -> 
 def read_graph(path: Path | str, fmt: str | None = None) -> nx.DiGraph:
     """Read a graph written by `write_graph`; `GraphError` for a missing or malformed file."""
     path = Path(path)
+    kind = file_kind(path)
+    if kind is not None:
+        raise GraphError(
+            f"{path} is {kind}, not a graph file; give a .json or .graphml file written by "
+            "`pccx-flow graph export`"
+        )
     fmt = graph_format(path, fmt)
     if not path.is_file():
         raise GraphError(f"no graph file at {path}; write one with `pccx-flow graph export`")

@@ -26,6 +26,7 @@ from pathlib import Path
 import graphviz
 import networkx as nx
 
+from pccx_flow import atomic
 from pccx_flow.errors import ConfigError, RenderError
 from pccx_flow.graph.nodes import BLOCKS, LANE_CLASSES, OPS
 from pccx_flow.render import style
@@ -224,7 +225,7 @@ def write_dag(picture: DagPicture, out: str | Path, *, timeout: float = DEFAULT_
         )
     if fmt == "dot":
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(picture.source, encoding="utf-8")
+        atomic.write_text(out, picture.source)
         return out
     return run_layout(picture.source, out, fmt, timeout=timeout)
 

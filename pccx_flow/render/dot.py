@@ -12,6 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from pccx_flow import atomic
 from pccx_flow.errors import RenderError
 
 DOT_MISSING = (
@@ -54,21 +55,22 @@ def run_layout(
     exe = find_layout_program(program)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        proc = subprocess.run(
-            [exe, *extra_args, f"-T{fmt}", "-o", str(out)],
-            input=source.encode("utf-8"),
-            capture_output=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise RenderError(
-            f"Graphviz '{program}' took longer than {timeout:g} s: render fewer layers or "
-            "collapse more (--collapse blocks or layers)"
-        ) from None
-    if proc.returncode != 0:
-        detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        first = detail[0] if detail else f"exit status {proc.returncode}"
-        raise RenderError(f"Graphviz '{program}' failed: {first}")
+    with atomic.replacing(out) as tmp:  # a killed or failed `dot` leaves `out` as it was
+        try:
+            proc = subprocess.run(
+                [exe, *extra_args, f"-T{fmt}", "-o", str(tmp)],
+                input=source.encode("utf-8"),
+                capture_output=True,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise RenderError(
+                f"Graphviz '{program}' took longer than {timeout:g} s: render fewer layers or "
+                "collapse more (--collapse blocks or layers)"
+            ) from None
+        if proc.returncode != 0:
+            detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+            first = detail[0] if detail else f"exit status {proc.returncode}"
+            raise RenderError(f"Graphviz '{program}' failed: {first}")
     return out

@@ -32,6 +32,7 @@ from bokeh.plotting import figure
 from bokeh.resources import INLINE
 from bokeh.transform import dodge
 
+from pccx_flow import atomic
 from pccx_flow.render import style
 from pccx_flow.render.gantt_data import GanttData, OccupancyRow, lane_label
 
@@ -217,7 +218,7 @@ def write_gantt_html(data: GanttData, path: str | Path) -> Path:
     """`schedule_figure` as one standalone HTML page with inline resources (works offline)."""
     path = Path(path)
     layout = schedule_figure(data)
-    path.write_text(file_html(layout, INLINE, title=data.title), encoding="utf-8")
+    atomic.write_text(path, file_html(layout, INLINE, title=data.title))
     return path
 
 

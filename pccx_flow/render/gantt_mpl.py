@@ -21,6 +21,7 @@ matplotlib.use("Agg")  # no display: files only
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Patch, Polygon  # noqa: E402
 
+from pccx_flow import atomic  # noqa: E402
 from pccx_flow.graph.nodes import BLOCKS  # noqa: E402
 from pccx_flow.render import style  # noqa: E402
 from pccx_flow.render.gantt_data import GanttData, lane_label  # noqa: E402
@@ -199,8 +200,11 @@ def write_gantt_static(data: GanttData, path: str | Path) -> Path:
     path = Path(path)
     fig = gantt_figure(data)
     try:
-        with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": "pccx-gantt"}):
-            fig.savefig(path, dpi=DPI, metadata={"Date": None} if path.suffix == ".svg" else None)
+        meta = {"Date": None} if path.suffix == ".svg" else None
+        fmt = path.suffix.lstrip(".").lower()
+        rc = {"svg.fonttype": "none", "svg.hashsalt": "pccx-gantt"}
+        with plt.rc_context(rc), atomic.replacing(path) as tmp:
+            fig.savefig(tmp, dpi=DPI, metadata=meta, format=fmt)
     finally:
         plt.close(fig)
     return path

@@ -38,6 +38,7 @@ from typing import Any
 
 import networkx as nx
 
+from pccx_flow import atomic
 from pccx_flow.errors import GraphError, PccxFlowError
 from pccx_flow.schedule.model import Lane
 from pccx_flow.schedule.problem import SchedulingProblem, comm_between_lanes
@@ -233,4 +234,4 @@ def problem_to_spec(problem: SchedulingProblem) -> dict:
 
 def write_dag(problem: SchedulingProblem, path: str | Path) -> None:
     """Write `problem` as a JSON DAG file that `load_dag` reads back to the same problem."""
-    Path(path).write_text(json.dumps(problem_to_spec(problem), indent=1) + "\n")
+    atomic.write_text(Path(path), json.dumps(problem_to_spec(problem), indent=1) + "\n")

@@ -12,6 +12,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pccx_flow import atomic
+
 
 @dataclass(frozen=True)
 class Lane:
@@ -93,7 +95,7 @@ class Schedule:
         data.update(extra)
         text = json.dumps(data, indent=1, default=str)
         if path is not None:
-            Path(path).write_text(text + "\n")
+            atomic.write_text(Path(path), text + "\n")
         return text
 
     @classmethod

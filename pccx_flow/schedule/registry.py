@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
+import numbers
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -296,6 +298,19 @@ def prepare_policy(
     return PluginPolicy(spec, seed, dict(options), timeout, str(description))
 
 
+def _whole_cycles(value: Any) -> int | None:
+    """`value` as an int when it is a whole, non-negative number (``3``, ``3.0``, numpy
+    integers); None for ``0.5``, ``-1``, NaN or a bool (int() would silently truncate)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, numbers.Integral):
+        return int(value) if value >= 0 else None
+    if isinstance(value, numbers.Real):
+        f = float(value)
+        return int(f) if math.isfinite(f) and f.is_integer() and f >= 0 else None
+    raise TypeError(f"start {value!r} is not a number")
+
+
 def _slots_from_mapping(result: Mapping, problem: SchedulingProblem, label: str) -> dict[Any, Slot]:
     """Turn a policy's own ``{node: (lane, start)}`` answer into slots.
 
@@ -310,13 +325,19 @@ def _slots_from_mapping(result: Mapping, problem: SchedulingProblem, label: str)
     for node, placement in result.items():
         try:
             lane, start = placement
-            start = int(start)
+            whole = _whole_cycles(start)
             cost = problem.costs[node][lane]
         except Exception as exc:
             raise PolicyError(
                 f"policy {label} returned {placement!r} for node {node!r}; expected "
                 f"(lane, start) with a lane that can run the node"
             ) from exc
+        if whole is None:
+            raise PolicyError(
+                f"policy {label} returned start {start!r} for node {node!r}; a start is a "
+                "whole, non-negative number of cycles (round it up)"
+            )
+        start = whole
         held = []
         for pool in problem.resources.get(node, ()):
             free = [

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pccx_flow import atomic
 from pccx_flow.schedule.metrics import estimate_label
 from pccx_flow.schedule.model import Schedule
 
@@ -87,5 +88,5 @@ def write_chrome_trace(
 ) -> Path:
     """Write `chrome_trace` to `path` and return the path."""
     path = Path(path)
-    path.write_text(json.dumps(chrome_trace(schedule, graph, core_hz)) + "\n")
+    atomic.write_text(path, json.dumps(chrome_trace(schedule, graph, core_hz)) + "\n")
     return path

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pccx_flow import atomic
 from pccx_flow.traces.timeline import EVENT_TYPE_NAMES, Timeline
 
 
@@ -54,5 +55,5 @@ def timeline_chrome_trace(timeline: Timeline) -> dict:
 def write_timeline_chrome(timeline: Timeline, path: str | Path) -> Path:
     """Write the Chrome trace JSON of `timeline` to `path`."""
     path = Path(path)
-    path.write_text(json.dumps(timeline_chrome_trace(timeline)) + "\n", encoding="utf-8")
+    atomic.write_text(path, json.dumps(timeline_chrome_trace(timeline)) + "\n")
     return path

@@ -23,7 +23,7 @@ import stat
 import struct
 from pathlib import Path
 
-from pccx_flow import __version__
+from pccx_flow import __version__, atomic
 from pccx_flow.errors import TraceError
 from pccx_flow.traces.timeline import EVENT_TYPE_NAMES, Event, Timeline
 
@@ -85,9 +85,8 @@ def write_pccx(timeline: Timeline, path: str | Path, *, names: bool = True) -> P
     }
     text = json.dumps(header, ensure_ascii=False).encode("utf-8")
     path = Path(path)
-    with open(path, "wb") as f:
-        f.write(MAGIC + bytes([MAJOR_VERSION, MINOR_VERSION, 0, 0]))
-        f.write(struct.pack("<Q", len(text)) + text + payload)
+    head = MAGIC + bytes([MAJOR_VERSION, MINOR_VERSION, 0, 0])
+    atomic.write_bytes(path, head + struct.pack("<Q", len(text)) + text + payload)
     return path
 
 

@@ -333,12 +333,62 @@ def check_headers(checkpoint: Checkpoint) -> None:
     after a full decode step. Tensors a decode step never reads (`TensorSpec.used` False,
     the K/V weights of KV-sharing layers) may be absent.
     """
+    manifest = checkpoint.manifest if (checkpoint.path / MANIFEST_NAME).exists() else None
+    if manifest is not None:
+        check_manifest_keys(manifest, checkpoint)
     for spec in tensor_manifest(checkpoint.config):
         try:
-            check_tensor_files(checkpoint.path, spec)
+            storage = check_tensor_files(checkpoint.path, spec)
         except MissingTensorError:
             if spec.used or tensor_path(checkpoint.path, spec.key).exists():
                 raise
+            continue
+        lie = manifest_problem(manifest, spec, storage, checkpoint.path)
+        if lie:
+            raise TensorFormatError(lie)
+
+
+def manifest_problem(
+    manifest: dict | None, spec: TensorSpec, storage: str, directory: Path
+) -> str | None:
+    """How the manifest's entry for `spec` contradicts its file (`storage`) or the config.
+
+    A manifest's ``tensors`` table is optional (a minimal manifest is ``{"mode": "int4"}``),
+    but one that is there must tell the truth: a reader that trusts it (pccx's own runtime)
+    would size or decode the tensor wrongly."""
+    tensors = manifest.get("tensors") if isinstance(manifest, dict) else None
+    if not isinstance(tensors, dict) or spec.key not in tensors:
+        return None
+    entry = tensors[spec.key]
+    where = f"{directory / MANIFEST_NAME}: tensor {spec.key}"
+    if not isinstance(entry, dict):
+        return f"{where} is {entry!r}, expected an object with storage and shape"
+    if entry.get("shape") != list(spec.shape):
+        return (
+            f"{where} has shape {entry.get('shape')!r} but the config needs {list(spec.shape)}"
+            " (and its file holds that); fix or rewrite the manifest"
+        )
+    if entry.get("storage") != storage:
+        return (
+            f"{where} says storage {entry.get('storage')!r} but its file holds {storage}; "
+            "fix or rewrite the manifest"
+        )
+    return None
+
+
+def check_manifest_keys(manifest: dict, checkpoint: Checkpoint) -> None:
+    """A manifest ``tensors`` table naming tensors the config does not have is refused."""
+    tensors = manifest.get("tensors")
+    if tensors is None:
+        return
+    if not isinstance(tensors, dict):
+        raise WeightsError(f"{checkpoint.path / MANIFEST_NAME}: 'tensors' must be an object")
+    extra = sorted(set(tensors) - set(checkpoint.keys()))
+    if extra:
+        raise WeightsError(
+            f"{checkpoint.path / MANIFEST_NAME}: lists tensor {extra[0]!r}, which config "
+            f"{checkpoint.config.name!r} does not have; fix or rewrite the manifest"
+        )
 
 
 def open_tensor(directory: Path, spec: TensorSpec) -> _Opened:
@@ -351,6 +401,24 @@ def open_tensor(directory: Path, spec: TensorSpec) -> _Opened:
     scale = np.array(scale)  # [rows] float32, small: keep in RAM, shared by every caller
     scale.setflags(write=False)
     return _Opened("int4", data, scale)
+
+
+def _check_values(spec: TensorSpec, opened: _Opened) -> None:
+    """Refuse NaN, infinite or overflowing values, naming the tensor (once per tensor, when
+    it is first read: a checkpoint edited after `weights verify` is still caught)."""
+    from pccx_flow.weights.finite import scale_problem, value_problem
+
+    if opened.storage == "int4":
+        problem = scale_problem(opened.scale)
+        what = f"scales of {spec.key}"
+    else:
+        problem = value_problem(opened.data)
+        what = f"tensor {spec.key}"
+    if problem:
+        raise TensorFormatError(
+            f"{what}: {problem}; the checkpoint is damaged (check it with "
+            "`pccx-flow weights verify`)"
+        )
 
 
 def _storage_of(header: NpyHeader, spec: TensorSpec, path: Path) -> str:
@@ -422,6 +490,7 @@ class Checkpoint:
                 opened = self._opened.get(spec.key)
                 if opened is None:
                     opened = open_tensor(self.path, spec)
+                    _check_values(spec, opened)
                     self._opened[spec.key] = opened
         return opened
 

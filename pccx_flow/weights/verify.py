@@ -2,7 +2,9 @@
 
 Every tensor the config needs is opened exactly as `Checkpoint` opens it (header, dtype,
 shape in either storage form, truncation, pickles refused), float32 data and INT4 scales are
-scanned for NaN/inf, and files that belong to no tensor are listed. The K/V weights of
+scanned for NaN/inf and for magnitudes no decode can use (`pccx_flow.weights.finite`), the
+manifest's shape and storage of each tensor are held against the files, and files that
+belong to no tensor are listed. The K/V weights of
 KV-sharing layers (and their gamma_k) are never read by a decode step, so their absence is
 not a problem (`TensorSpec.used` is False).
 """
@@ -12,22 +14,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from pccx_flow.errors import MissingTensorError, TensorFormatError, WeightsError
 from pccx_flow.model.config import Gemma3nConfig
 from pccx_flow.model.tensors import tensor_manifest
 from pccx_flow.weights.checkpoint import (
     MANIFEST_NAME,
     ConfigChoice,
+    manifest_problem,
     open_tensor,
     read_manifest,
     resolve_config_noted,
     scale_path,
     tensor_path,
 )
-
-SCAN_ROWS = 1 << 14  # rows per NaN scan step, so a large float32 tensor is not read at once
+from pccx_flow.weights.finite import scale_problem, value_problem
 
 
 @dataclass
@@ -40,13 +40,6 @@ class CheckReport:
     notes: list[str] = field(default_factory=list)
     n_tensors: int = 0
     n_bytes: int = 0
-
-
-def _non_finite(a: np.ndarray) -> bool:
-    for start in range(0, max(a.shape[0], 1) if a.ndim else 1, SCAN_ROWS):
-        if not np.isfinite(a[start : start + SCAN_ROWS] if a.ndim else a).all():
-            return True
-    return False
 
 
 def inspect_checkpoint(path: Path | str, config: ConfigChoice = None) -> CheckReport:
@@ -69,6 +62,16 @@ def inspect_checkpoint(path: Path | str, config: ConfigChoice = None) -> CheckRe
     if note:
         report.notes.append(note)
     expected = {MANIFEST_NAME}
+    listed = manifest.get("tensors") if isinstance(manifest, dict) else None
+    if listed is not None:
+        names = {spec.key for spec in tensor_manifest(config)}
+        if not isinstance(listed, dict):
+            report.problems.append(f"{directory / MANIFEST_NAME}: 'tensors' must be an object")
+        elif extra := sorted(set(listed) - names):
+            report.problems.append(
+                f"{directory / MANIFEST_NAME}: lists tensor {extra[0]!r}, which config "
+                f"{config.name!r} does not have"
+            )
     for spec in tensor_manifest(config):
         data_file, scale_file = tensor_path(directory, spec.key), scale_path(directory, spec.key)
         expected.add(data_file.name)
@@ -85,13 +88,16 @@ def inspect_checkpoint(path: Path | str, config: ConfigChoice = None) -> CheckRe
             continue
         report.n_tensors += 1
         report.n_bytes += data_file.stat().st_size
+        lie = manifest_problem(manifest, spec, opened.storage, directory)
+        if lie:
+            report.problems.append(lie)
         if opened.storage == "int4":
             report.n_bytes += scale_file.stat().st_size
-            if _non_finite(opened.scale):
-                report.problems.append(f"scales of {spec.key}: NaN or infinite values")
+            if problem := scale_problem(opened.scale):
+                report.problems.append(f"scales of {spec.key}: {problem}")
         else:
-            if _non_finite(opened.data):
-                report.problems.append(f"tensor {spec.key}: NaN or infinite values")
+            if problem := value_problem(opened.data):
+                report.problems.append(f"tensor {spec.key}: {problem}")
             if scale_file.exists():
                 report.notes.append(
                     f"unused file {scale_file.name} ({spec.key} is stored float32; ignored)"

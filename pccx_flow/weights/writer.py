@@ -186,6 +186,31 @@ def recover_leftovers(out: Path) -> list[str]:
     return notes
 
 
+def remove_stale_temps(folder: Path) -> list[str]:
+    """Delete the temp folders ``.<any name>.pccx-tmp-<pid>`` in `folder` whose writer is
+    gone, whatever checkpoint they were for (an E4B one holds gigabytes); returns notes.
+
+    A temp folder never holds the only copy of anything (the target is complete, or never
+    existed), so it is safe to delete; backups (``pccx-old``) are left to `recover_leftovers`
+    of their own target, which knows whether they are the only complete copy."""
+    notes: list[str] = []
+    pattern = re.compile(r"\..+\." + TMP_TAG + r"-([0-9]+)$")
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return notes
+    for p in entries:
+        m = pattern.match(p.name)
+        if m is None or _pid_alive(int(m.group(1))) or int(m.group(1)) == os.getpid():
+            continue
+        try:
+            _remove(p)
+        except OSError:
+            continue
+        notes.append(f"removed {p.name}, left unfinished by an interrupted write")
+    return notes
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
@@ -256,7 +281,7 @@ def staged_checkpoint(
 
     try:
         out = check_output_dir(out, force=force)
-        for note in recover_leftovers(out):
+        for note in recover_leftovers(out) + remove_stale_temps(out.parent):
             _note(note)
         out = check_output_dir(out, force=force)  # a restored backup is judged like any folder
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -301,3 +301,19 @@ def test_cut_graphs_are_refused(tiny_config):
     g = build_decode_graph(tiny_config, position=0, layers=(2, 10))
     with pytest.raises(InputError, match="layers 2..9 only"):
         run_sequential(g, None, new_decode_state(tiny_config, "pccx"))
+
+
+def test_a_node_that_writes_nan_names_itself_and_the_tensor(monkeypatch):
+    from pccx_flow.execute import runtime
+    from pccx_flow.execute.plan import NodeCall
+    from pccx_flow.model.config import get_config
+
+    call = NodeCall(node="L03.attn.q.t00", kernel="poison", op="GEMV", params={}, flags={},
+                    weight=None, input_names=(), output_names=("L03.q",), output_shapes=((4,),),
+                    producers=(), sources=())  # fmt: skip
+    table = {"poison": lambda *a: np.array([1.0, np.inf, 0.0, 2.0], np.float32)}
+    monkeypatch.setattr(runtime, "kernel_table", lambda name: table)
+    ctx = runtime.StepContext(get_config("tiny"), "pccx", 0, 0)
+    said = r"node L03\.attn\.q\.t00 .* NaN or infinite .* L03\.q"
+    with pytest.raises(ExecutionError, match=said):
+        runtime.run_node(call, "numpy", ctx, runtime.WeightsRef(None, None), None)

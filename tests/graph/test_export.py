@@ -91,3 +91,21 @@ def test_missing_file_and_unknown_format(tmp_path):
 def test_unwritable_path(tmp_path):
     with pytest.raises(GraphError, match="cannot write"):
         write_graph(build_decode_graph("tiny", layers=(9, 10)), tmp_path / "no" / "dir.json")
+
+
+def test_a_fifo_or_a_device_is_named_for_what_it_is(tmp_path):
+    import os
+
+    from pccx_flow.errors import GraphError
+    from pccx_flow.graph.export import read_graph
+
+    fifo = tmp_path / "g.json"
+    os.mkfifo(fifo)
+    with pytest.raises(GraphError, match="is a FIFO .named pipe., not a graph file"):
+        read_graph(fifo)  # and does not block on the pipe
+    with pytest.raises(GraphError, match="/dev/zero is a character device"):
+        read_graph("/dev/zero")
+    with pytest.raises(GraphError, match="is a folder"):
+        read_graph(tmp_path)
+    with pytest.raises(GraphError, match="no graph file at"):
+        read_graph(tmp_path / "missing.json")

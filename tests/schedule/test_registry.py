@@ -69,6 +69,16 @@ class Overlapping:
         return {node: ("p1", 0) for node in problem.order}
 
 
+class HalfCycle:
+    def schedule(self, problem, timeline):
+        return {node: ("p1", 0.5) for node in problem.order}
+
+
+class NegativeStart:
+    def schedule(self, problem, timeline):
+        return {node: ("p1", -1) for node in problem.order}
+
+
 class ReturnsNumber:
     def schedule(self, problem, timeline):
         return 42
@@ -156,6 +166,8 @@ def test_self_timed_plugin_gets_pool_instances_and_is_checked(plugin_module, por
         ("Exits", "raised SystemExit"),
         ("Overlapping", "produced an invalid schedule: .*starts at 0 before its input"),
         ("ReturnsNumber", "returned a int; schedule\\(\\) must place nodes"),
+        ("HalfCycle", "returned start 0.5 for node .*whole, non-negative number of cycles"),
+        ("NegativeStart", "returned start -1 for node .*whole, non-negative number of cycles"),
         ("LeavesNodes", "left 9 of 10 nodes unscheduled"),
         ("NoSchedule", "has no schedule\\(problem, timeline\\) method"),
         ("WantsArgs", "could not be created: TypeError"),

@@ -18,7 +18,7 @@ from pccx_flow.errors import (
 )
 from pccx_flow.model.config import get_config
 from pccx_flow.model.tensors import KEY_PREFIX
-from pccx_flow.weights.checkpoint import open_checkpoint, scale_path, tensor_path
+from pccx_flow.weights.checkpoint import MANIFEST_NAME, open_checkpoint, scale_path, tensor_path
 from pccx_flow.weights.int4 import dequantize_rows, unpack_int4
 
 GATE = "layers.2.mlp.gate_proj.weight"
@@ -95,10 +95,21 @@ def test_pickles_as_path_and_config(tiny_ckpt):
     np.testing.assert_array_equal(other.rows(GATE, 0, 4), tiny_ckpt.rows(GATE, 0, 4))
 
 
+def _restate(ckpt_dir, key: str, storage: str) -> None:
+    """Make the manifest say what the tensor's file now holds."""
+    path = ckpt_dir / MANIFEST_NAME
+    manifest = json.loads(path.read_text())
+    manifest["tensors"][key]["storage"] = storage
+    path.write_text(json.dumps(manifest))
+
+
 def test_float32_form_of_an_int4_tensor_is_accepted(ckpt_copy):
     ref = open_checkpoint(ckpt_copy).tensor(GATE)
     np.save(tensor_path(ckpt_copy, GATE), ref * 2)
     scale_path(ckpt_copy, GATE).unlink()
+    with pytest.raises(TensorFormatError, match="says storage 'int4' but its file holds float32"):
+        open_checkpoint(ckpt_copy)  # the manifest still says int4: a lie is refused
+    _restate(ckpt_copy, GATE, "float32")
     ck = open_checkpoint(ckpt_copy)
     assert ck.storage(GATE) == "float32"
     np.testing.assert_array_equal(ck.tensor(GATE), ref * 2)
@@ -113,6 +124,7 @@ def test_int4_form_of_a_float32_matrix_is_accepted(ckpt_copy):
     packed, scale = quantize_rows(w)
     np.save(tensor_path(ckpt_copy, key), packed)
     np.save(scale_path(ckpt_copy, key), scale)
+    _restate(ckpt_copy, key, "int4")
     ck = open_checkpoint(ckpt_copy)
     assert ck.storage(key) == "int4"
     np.testing.assert_array_equal(ck.tensor(key), dequantize_rows(packed, scale))

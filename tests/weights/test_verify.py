@@ -76,3 +76,33 @@ def test_manifest_problems(ckpt_copy, tiny_config):
     tensor_path(ckpt_copy, "embed_tokens.weight").unlink()
     problems = verify_checkpoint(ckpt_copy)
     assert len(problems) == 1 and "pass --preset NAME or --config FILE" in problems[0]
+
+
+def test_a_manifest_that_lies_about_a_tensor_is_caught(tiny_ckpt_dir, tmp_path):
+    import json
+    import shutil
+
+    import pytest
+
+    from pccx_flow.errors import TensorFormatError, WeightsError
+    from pccx_flow.weights.checkpoint import MANIFEST_NAME, open_checkpoint
+    from pccx_flow.weights.verify import verify_checkpoint
+
+    key = "layers.0.mlp.gate_proj.weight"
+    for change, said, error in [
+        ({"shape": [7, 7]}, "has shape [7, 7] but the config needs", TensorFormatError),
+        ({"storage": "float32"}, "says storage 'float32' but its file holds int4",
+         TensorFormatError),
+        (None, "lists tensor 'layers.99.nope', which config", WeightsError),
+    ]:  # fmt: skip
+        ck = tmp_path / f"ck{len(said)}"
+        shutil.copytree(tiny_ckpt_dir, ck)
+        manifest = json.loads((ck / MANIFEST_NAME).read_text())
+        if change is None:
+            manifest["tensors"]["layers.99.nope"] = {"storage": "int4", "shape": [1, 2]}
+        else:
+            manifest["tensors"][key].update(change)
+        (ck / MANIFEST_NAME).write_text(json.dumps(manifest))
+        assert any(said in p for p in verify_checkpoint(ck)), said
+        with pytest.raises(error, match=said.replace("[", r"\[").replace("]", r"\]")):
+            open_checkpoint(ck)

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from pccx_flow.errors import TensorFormatError, WeightsError
+from pccx_flow.model.config import get_config
 from pccx_flow.weights import writer
 from pccx_flow.weights.checkpoint import MANIFEST_NAME, open_checkpoint, tensor_path
 from pccx_flow.weights.npy import NpyWriter
@@ -225,3 +226,15 @@ def test_killed_at_random_moments_the_folder_is_always_old_or_new(old, seeds, ti
     assert digest(old) == seeds[0]
     assert leftovers(old) == []
     assert open_checkpoint(old).config == tiny_config
+
+
+def test_stale_temp_folders_of_other_targets_are_removed_by_any_write(old, tmp_path, seeds):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    stale = sibling(old.parent / "another-ck", TMP_TAG, int(dead.stdout))
+    stale.mkdir()
+    (stale / "big.npy").write_bytes(b"\0" * 64)
+    backup = old.parent / f".another-ck.{OLD_TAG}-{int(dead.stdout)}"
+    backup.mkdir()  # may be the only copy of another checkpoint: never touched from here
+    write_synthetic_checkpoint(get_config("tiny"), 1, old, progress=False, force=True)
+    assert not stale.exists() and backup.exists()

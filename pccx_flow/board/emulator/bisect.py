@@ -24,6 +24,7 @@ import copy
 from collections import Counter
 from dataclasses import dataclass
 
+from pccx_flow import atomic
 from pccx_flow.board.emulator.emulate import Emulator
 from pccx_flow.board.isa import KICK_MARKER, decode
 from pccx_flow.board.program.files import Program
@@ -212,7 +213,7 @@ def write_bisect(program: Program, weights, folder) -> list[dict]:
             }
         )
     index = {"program": program.meta, "tokens": tokens, "stages": rows}
-    (folder / "index.json").write_text(json.dumps(index, indent=1) + "\n", encoding="utf-8")
+    atomic.write_text(folder / "index.json", json.dumps(index, indent=1) + "\n")
     return rows
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pccx_flow import atomic
 from pccx_flow.board.isa import decode
 from pccx_flow.board.program.files import Program
 
@@ -28,7 +29,12 @@ def word_lines(addr: int, raw: bytes) -> list[str]:
 
 
 def write_golden(program: Program, record: dict[int, list], out: Path) -> int:
-    """Write the golden files into folder `out`; return how many instructions have one."""
+    """Write the golden files into folder `out`; return how many instructions have one.
+
+    Each file is replaced atomically; ``index.json`` is written last. The caller refuses a
+    step whose logits are not finite before calling this (`emit --golden`); lanes an
+    instruction fills beyond its results may hold infinities, as the as-built CVO's whole
+    BF16 words do (RECIP of the zero lanes), and are recorded as L2 holds them."""
     out.mkdir(parents=True, exist_ok=True)
     index = {}
     for i in sorted(record):
@@ -37,7 +43,7 @@ def write_golden(program: Program, record: dict[int, list], out: Path) -> int:
         for addr, dtype, raw in record[i]:
             lines += word_lines(addr, raw)
             writes.append({"addr": addr, "dtype": dtype, "valid_bytes": len(raw)})
-        (out / f"w{i:05d}.memh").write_text("\n".join(lines) + "\n", encoding="ascii")
+        atomic.write_text(out / f"w{i:05d}.memh", "\n".join(lines) + "\n", encoding="ascii")
         index[str(i)] = {
             "node": program.nodes[i],
             "op": decode(program.words[i]).op,
@@ -45,5 +51,5 @@ def write_golden(program: Program, record: dict[int, list], out: Path) -> int:
             "writes": writes,
         }
     meta = {"program": program.meta, "numerics": "spec, float32", "instructions": index}
-    (out / "index.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    atomic.write_text(out / "index.json", json.dumps(meta, indent=1) + "\n")
     return len(index)

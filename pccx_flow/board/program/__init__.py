@@ -2,6 +2,7 @@
 
 Owns: the lowering (`lower`, with its jobs in `addresses`, `batches`, `host_steps`, `words`
 and `summary`), L2 and constant-slot allocation (`alloc`), the DDR image layout (`ddr`) and
-the program container and its ``.prog``/``.memh``/``.json`` files (`files`). Imports `isa`
+the program container and its ``.prog``/``.memh``/``.json`` files (`files`, with the
+sidecar's schema in `schema`). Imports `isa`
 only of `pccx_flow.board`.
 """

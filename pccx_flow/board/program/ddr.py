@@ -71,6 +71,33 @@ def ddr_layout(config: Gemma3nConfig, kv_dtype: str = "float16") -> dict:
     }
 
 
+def check_ddr_capacity(config: Gemma3nConfig, profile, kv_dtype: str = "float16") -> dict:
+    """The DDR image of `config`, or one line (`ProfileError`) when it exceeds the profile's
+    ``memory.ddr_bytes``: a step whose weights and KV cache do not fit the board's DDR can be
+    neither scheduled as if it ran there nor emitted for it."""
+    from pccx_flow.errors import ProfileError
+
+    image = ddr_layout(config, kv_dtype=kv_dtype)
+    have = profile.memory.ddr_bytes
+    if image["total_bytes"] > have:
+        raise ProfileError(
+            f"the {config.name} DDR image ({image['weights_bytes']:,} B of weights + "
+            f"{image['kv_bytes']:,} B of {kv_dtype} KV cache = {image['total_bytes']:,} B) does "
+            f"not fit profile {profile.name}'s memory.ddr_bytes = {have:,} B; give a profile "
+            "with more DDR or a smaller preset"
+        )
+    return image
+
+
+def step_kv_dtype(semantics: str, target=None) -> str:
+    """The KV cache's element type of a step: the target's (as-built: BF16), else the
+    semantics' (pccx: float16, gemma3n: float32), as `lower` chooses it."""
+    from pccx_flow.execute.state import kv_cache_dtype
+
+    chosen = getattr(target, "kv_cache_dtype", None)
+    return chosen or kv_cache_dtype(semantics).name
+
+
 def weight_stream(image: dict, weight: dict, layout: str) -> dict:
     """What the host programs into a weight-port DataMover for one GEMV tile.
 

@@ -11,25 +11,37 @@ Files for ``-o step.prog``: ``step.prog`` (little-endian 64-bit words), ``step.m
 16-digit hex word per line, as ``$readmemh`` and pccx's smoke testbench read it) and
 ``step.json`` (the sidecar, which also records the words' count and SHA-256 so a truncated or
 corrupted word file is caught).
+
+The three files are one set: the sidecar names its words file and records the SHA-256 of the
+words, of the ``.memh`` and of its own content, so a set mixed from two emits (a kill between
+the renames, two emits to one path) or a sidecar edited by hand is refused with one line. They
+are written as temporaries first and renamed into place with the sidecar last
+(`pccx_flow.atomic`), under a lock on the folder so that concurrent emits to one path follow
+one another. An existing file that is not part of a pccx-flow program of the same name is
+never overwritten unless the caller says so (`check_overwrite`).
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import os
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pccx_flow import atomic
 from pccx_flow.board.isa import KICK_MARKER, IsaError, decode, disassemble
-from pccx_flow.errors import PccxFlowError
+from pccx_flow.board.program.schema import ProgramFileError, check_links, check_sidecar
+from pccx_flow.files import NotRegularFile, open_regular
+
+__all__ = ["ProgramFileError"]  # defined with the schema, raised by every reader here
 
 FORMAT = "pccx-flow-program"
 VERSION = 2  # 2: host steps exchange tensors with L2 by MEMCPY words (host I/O area)
-
-
-class ProgramFileError(PccxFlowError):
-    """A program file that is missing, truncated, corrupted or made for something else."""
 
 
 @dataclass
@@ -95,12 +107,106 @@ def sibling_paths(path: Path) -> dict[str, Path]:
     return {"words": words, "memh": words.with_suffix(".memh"), "json": words.with_suffix(".json")}
 
 
-def write_program(program: Program, path: Path) -> dict[str, Path]:
-    """Write ``path`` (words), its ``.memh`` and its ``.json`` sidecar; return the paths."""
-    paths = sibling_paths(path)
-    paths["words"].write_bytes(words_bytes(program.words))
-    paths["memh"].write_text(memh_text(program.words), encoding="ascii")
-    paths["json"].write_text(json.dumps(program.to_sidecar(), indent=1) + "\n", encoding="utf-8")
+# A sidecar larger than this is not one emit wrote (an E4B step's is a few MB).
+MAX_SIDECAR_BYTES = 1 << 30
+
+
+def content_hash(side: dict) -> str:
+    """SHA-256 of the sidecar's content without its own hash field (canonical JSON)."""
+    rest = {k: v for k, v in side.items() if k != "sidecar_sha256"}
+    text = json.dumps(rest, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _read_sidecar_text(path: Path) -> str:
+    try:
+        with open_regular(path) as f:
+            data = f.read(MAX_SIDECAR_BYTES + 1)
+    except NotRegularFile:
+        raise ProgramFileError(f"{path} is not a regular file; give a program's .json") from None
+    if len(data) > MAX_SIDECAR_BYTES:
+        raise ProgramFileError(f"{path}: larger than {MAX_SIDECAR_BYTES:,} B; not a sidecar")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProgramFileError(f"{path}: not UTF-8 text ({exc.reason}); re-run emit") from None
+
+
+def check_overwrite(path: Path) -> None:
+    """Refuse (one line) to write a program over files that are not a pccx-flow program of
+    that name: a words, ``.memh`` or ``.json`` file with no program sidecar beside it, a
+    ``.json`` that is something else, or the sidecar of another program (``-o step.prog``
+    beside a ``step.bin`` program would replace its ``.json`` and ``.memh``)."""
+    paths = sibling_paths_for_writing(path)
+    force = "pass --force to replace it, or choose another -o"
+    side_path = paths["json"]
+    if not os.path.lexists(side_path):
+        for kind in ("words", "memh"):
+            if os.path.lexists(paths[kind]):
+                raise ProgramFileError(
+                    f"{paths[kind]} exists and has no program sidecar {side_path.name} beside "
+                    f"it, so emit did not make it; {force}"
+                )
+        return
+    try:
+        side = json.loads(_read_sidecar_text(side_path))
+    except (OSError, ValueError, ProgramFileError):
+        side = None
+    if not isinstance(side, dict) or side.get("format") != FORMAT:
+        raise ProgramFileError(
+            f"{side_path} exists and is not a pccx-flow program sidecar; {force}"
+        )
+    files = side.get("files")
+    owner = files.get("words") if isinstance(files, dict) else None
+    if owner is not None and owner != paths["words"].name:
+        raise ProgramFileError(
+            f"{side_path} is the sidecar of the program {owner!r}, not {paths['words'].name!r}; "
+            f"writing would break that program: {force}"
+        )
+
+
+def sibling_paths_for_writing(path: Path) -> dict[str, Path]:
+    """The three files a program written to `path` occupies: `path` is the words file."""
+    path = Path(path)
+    return {"words": path, "memh": path.with_suffix(".memh"), "json": path.with_suffix(".json")}
+
+
+@contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """An exclusive lock on `folder` (flock on the folder itself: no lock file to leave)."""
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock (and the kernel does so if the process is killed)
+
+
+def write_program(program: Program, path: Path, *, force: bool = False) -> dict[str, Path]:
+    """Write ``path`` (words), its ``.memh`` and its ``.json`` sidecar; return the paths.
+
+    All three are complete temporaries before the first is renamed into place, the sidecar
+    last; unless `force`, files that are not this program's are refused (`check_overwrite`).
+    """
+    paths = sibling_paths_for_writing(path)
+    if len({paths["words"], paths["memh"], paths["json"]}) < 3:
+        raise ProgramFileError(
+            f"{path}: the words file needs its own name beside .memh and .json; use e.g. "
+            f"{paths['words'].with_suffix('.prog').name}"
+        )
+    data = words_bytes(program.words)
+    memh = memh_text(program.words).encode("ascii")
+    side = program.to_sidecar()
+    side["files"] = {"words": paths["words"].name, "memh_sha256": hashlib.sha256(memh).hexdigest()}
+    side["sidecar_sha256"] = content_hash(side)
+    text = (json.dumps(side, indent=1, allow_nan=False) + "\n").encode("utf-8")
+    with _folder_lock(paths["words"].parent):
+        if not force:
+            check_overwrite(paths["words"])
+        order = [paths["words"], paths["memh"], paths["json"]]
+        with atomic.replacing_set(order) as temps:
+            for tmp, content in zip(temps, (data, memh, text), strict=True):
+                atomic.write_temp(tmp, content)
     return paths
 
 
@@ -114,8 +220,8 @@ def read_program(path: Path) -> Program:
                 "sidecar, written by `pccx-flow emit -o FILE`"
             )
     try:
-        side = json.loads(paths["json"].read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        side = json.loads(_read_sidecar_text(paths["json"]))
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise ProgramFileError(f"{paths['json']}: not valid JSON ({exc}); re-run emit") from None
     if not isinstance(side, dict) or side.get("format") != FORMAT:
         raise ProgramFileError(f"{paths['json']}: not a pccx-flow program sidecar")
@@ -124,7 +230,12 @@ def read_program(path: Path) -> Program:
             f"{paths['json']}: program format version {side.get('version')!r}, this pccx-flow "
             f"reads version {VERSION}; re-run emit"
         )
-    data = paths["words"].read_bytes()
+    check_set(side, paths)
+    try:
+        with open_regular(paths["words"]) as f:
+            data = f.read()
+    except NotRegularFile:
+        raise ProgramFileError(f"{paths['words']} is not a regular file") from None
     if len(data) % 8:
         raise ProgramFileError(
             f"{paths['words']}: {len(data)} bytes is not a whole number of 64-bit words "
@@ -142,6 +253,8 @@ def read_program(path: Path) -> Program:
             "(corrupted or edited); re-run emit"
         )
     words = list(struct.unpack(f"<{n}Q", data))
+    check_sidecar(side, paths["json"])
+    check_links(side, words, paths["json"])
     return Program(
         words=words,
         nodes=side["nodes"],
@@ -155,6 +268,38 @@ def read_program(path: Path) -> Program:
         streams={int(k): v for k, v in side["streams"].items()},
         summary=side["summary"],
     )
+
+
+def check_set(side: dict, paths: dict[str, Path]) -> None:
+    """The sidecar is unedited and belongs with these files (one line otherwise)."""
+    where = paths["json"]
+    mixed = "(an interrupted or concurrent emit, or an edit); re-run emit"
+    if not isinstance(side.get("sidecar_sha256"), str) or not isinstance(side.get("files"), dict):
+        raise ProgramFileError(
+            f"{where}: no content hash (written by an older pccx-flow, or edited); re-run emit"
+        )
+    try:
+        same = content_hash(side) == side["sidecar_sha256"]
+    except (TypeError, ValueError):
+        same = False
+    if not same:
+        raise ProgramFileError(f"{where}: its content hash does not match {mixed}")
+    owner = side["files"].get("words")
+    if owner != paths["words"].name:
+        raise ProgramFileError(
+            f"{where} is the sidecar of {owner!r}, not of {paths['words'].name}; give that file"
+        )
+    memh = paths["memh"]
+    if os.path.lexists(memh):
+        try:
+            with open_regular(memh) as f:
+                digest = hashlib.sha256(f.read()).hexdigest()
+        except (OSError, NotRegularFile):
+            digest = None
+        if digest != side["files"].get("memh_sha256"):
+            raise ProgramFileError(
+                f"{memh}: not the .memh of the words the sidecar was written for {mixed}"
+            )
 
 
 def check_words(program: Program) -> None:

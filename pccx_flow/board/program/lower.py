@@ -54,7 +54,7 @@ from pccx_flow.board.isa.target import Target, target_of
 from pccx_flow.board.program.addresses import Addresses
 from pccx_flow.board.program.alloc import AllocationError, L2Allocator, SlotCache
 from pccx_flow.board.program.batches import Batches
-from pccx_flow.board.program.ddr import ddr_layout
+from pccx_flow.board.program.ddr import check_ddr_capacity
 from pccx_flow.board.program.files import Program
 from pccx_flow.board.program.host_steps import HostSteps
 from pccx_flow.board.program.summary import live_demand_peak, summarise
@@ -90,7 +90,7 @@ class _Lowering(Addresses, Batches, HostSteps, Words):
         self.slot_users: dict[int, int] = {}  # slot -> last word index that pointed at it
         graph_kv = kv_cache_dtype(graph.graph.get("semantics") or "pccx").name
         self.kv_dtype = self.t.kv_cache_dtype or graph_kv
-        self.ddr = ddr_layout(config, kv_dtype=self.kv_dtype)
+        self.ddr = check_ddr_capacity(config, profile, kv_dtype=self.kv_dtype)
         self.slot_tensor: dict[str, int] = {}  # MEMSET outputs: tensor -> constant slot
         self.slot_value: dict[str, float] = {}  # ... and its exact value
         self.batch_start: int | None = None

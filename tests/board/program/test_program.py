@@ -105,3 +105,55 @@ def test_emit_that_does_not_fit_is_one_line(tmp_path, capsys):
     # the L2-aware timeline finds it first (the allocator's own message: test_lower.py)
     assert err.startswith("pccx-flow: error: policy critical-path failed: memory deadlock")
     assert "'l2'" in err and "larger cap" in err
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_a_set_mixed_from_two_programs_is_one_line(spec_program, tmp_path, capsys):
+    from ..conftest import lowered
+
+    other = lowered("v002-spec", "critical-path", position=4)[3]
+    paths = write_program(spec_program[3], tmp_path / "step.prog")
+    old_json, old_memh = paths["json"].read_bytes(), paths["memh"].read_bytes()
+    write_program(other, tmp_path / "step.prog")
+    paths["json"].write_bytes(old_json)  # killed after the words and memh of the new emit
+    assert main(["disasm", str(paths["words"])]) == 2
+    assert "interrupted or concurrent emit" in _one_line(capsys)
+    paths["memh"].write_bytes(old_memh)  # words new, memh and sidecar old
+    assert main(["disasm", str(paths["words"])]) == 2
+    assert "from another emit" in _one_line(capsys)
+
+
+def test_an_edited_sidecar_field_is_one_line(written, capsys):
+    _, paths = written
+    side = json.loads(paths["json"].read_text())
+    side["meta"]["position"] = 10**9
+    paths["json"].write_text(json.dumps(side))
+    assert main(["disasm", str(paths["words"])]) == 2
+    assert "content hash does not match" in _one_line(capsys)
+
+
+def test_emit_never_overwrites_files_it_did_not_make(tmp_path, capsys):
+    out = tmp_path / "step.prog"
+    notes = tmp_path / "step.json"
+    notes.write_text('{"my": "notes"}')
+    args = ["emit", "--preset", "tiny", "--position", "2", "-o", str(out)]
+    assert main(args) == 2
+    err = _one_line(capsys)
+    assert "not a pccx-flow program sidecar" in err and "--force" in err
+    assert notes.read_text() == '{"my": "notes"}' and not out.exists()
+    assert main([*args, "--force"]) == 0
+    capsys.readouterr()
+    assert main(args) == 0  # its own program: replaced without --force
+    capsys.readouterr()
+    # -o step.bin beside the step.prog program would take its .json and .memh
+    assert main([*args[:-1], str(tmp_path / "step.bin")]) == 2
+    assert "sidecar of the program 'step.prog'" in _one_line(capsys)
+    assert read_program(out).meta["position"] == 2
+    (tmp_path / "lone.prog").write_bytes(b"\0" * 8)
+    assert main([*args[:-1], str(tmp_path / "lone.prog")]) == 2
+    assert "emit did not make it" in _one_line(capsys)

@@ -1,0 +1,218 @@
+"""Faults while writing outputs: kills at random moments, a full disk, concurrent writers.
+
+After every fault the output is the complete old file or the complete new one, temporaries
+of killed writers are removed by the next write into the folder, and a program set is never
+read as a mix (a kill in the short window between its renames is refused in one line).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pccx_flow import atomic
+from pccx_flow.board.program.files import ProgramFileError, read_program
+from pccx_flow.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1"}
+PY = sys.executable
+
+
+def _parts(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith(f".{atomic.PART_TAG}-"))
+
+
+WRITER = """
+import json, sys
+from pccx_flow import atomic
+out, n = sys.argv[1], 0
+print("ready", flush=True)
+while True:  # each file is big enough that a kill often lands inside a write
+    n += 1
+    atomic.write_text(out, json.dumps({"n": n, "pad": "x" * 2_000_000}))
+"""
+
+
+def test_killed_at_random_moments_the_file_is_always_complete(tmp_path):
+    out = tmp_path / "out.json"
+    out.write_text(json.dumps({"n": 0, "pad": ""}))
+    rng = random.Random(5)
+    seen = set()
+    for _ in range(10):
+        proc = subprocess.Popen([PY, "-c", WRITER, str(out)], env=ENV, stdout=subprocess.PIPE)
+        assert proc.stdout.readline() == b"ready\n"
+        time.sleep(rng.uniform(0.01, 0.3))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        data = json.loads(out.read_text())  # complete, whatever the moment of the kill
+        seen.add(data["n"])
+    # each writer removed the temporaries of the killed ones before it: at most the last's
+    assert len(_parts(tmp_path)) <= 1
+    atomic.write_text(tmp_path / "other.json", "{}")
+    assert _parts(tmp_path) == []
+    assert len(seen) > 1
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 2 MiB tmpfs (needs the right to mount; skipped with the reason otherwise)."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    try:
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)],
+                           capture_output=True, text=True, timeout=30)  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as exc:
+        pytest.skip(f"cannot mount a size-limited tmpfs: {exc}")
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a size-limited tmpfs: {r.stderr.strip() or r.returncode}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True, timeout=30)
+
+
+def _fill(disk: Path, leave: int) -> None:
+    """Fill the disk up to `leave` free bytes."""
+    st = os.statvfs(disk)
+    free = st.f_bavail * st.f_frsize
+    with open(disk / "filler", "wb") as f:
+        f.write(b"\0" * max(free - leave, 0))
+
+
+def test_a_full_disk_leaves_every_old_output_intact(small_disk, capsys):
+    prog = small_disk / "s.prog"
+    tiny = ["--preset", "tiny", "--layers", "0:1"]
+    assert main(["emit", *tiny, "--position", "2", "-o", str(prog)]) == 0
+    outputs = {
+        "json": small_disk / "s.sched.json",
+        "gantt": small_disk / "g.svg",
+        "graph": small_disk / "g.graph.json",
+    }
+    for path in outputs.values():
+        path.write_text("OLD")
+    before = {p: p.read_bytes() for p in small_disk.iterdir()}
+    _fill(small_disk, 8 * 1024)
+    capsys.readouterr()
+    runs = [
+        ["emit", *tiny, "--position", "5", "-o", str(prog)],
+        ["schedule", *tiny, "--json", str(outputs["json"])],
+        ["schedule", *tiny, "--gantt", str(outputs["gantt"])],
+        ["graph", "export", *tiny, "-o", str(outputs["graph"])],
+    ]
+    for argv in runs:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "No space left on device" in err, (argv, err)
+        for p, data in before.items():
+            assert p.read_bytes() == data, (argv, p)
+        assert _parts(small_disk) == []
+    assert read_program(prog).meta["position"] == 2
+
+
+EMIT = [PY, "-m", "pccx_flow", "emit", "--preset", "tiny", "--layers", "0:1"]
+
+
+def test_concurrent_emits_to_one_path_leave_one_whole_program(tmp_path):
+    out = tmp_path / "step.prog"
+    procs = [
+        subprocess.Popen([*EMIT, "--position", str(p), "-o", str(out)], env=ENV,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for p in (1, 2, 3)
+    ]  # fmt: skip
+    for p in procs:
+        assert p.wait(timeout=300) == 0, p.stderr.read()
+        p.stderr.close()
+    assert read_program(out).meta["position"] in (1, 2, 3)  # words, memh, sidecar agree
+    assert _parts(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_emit_killed_at_random_moments_leaves_old_new_or_a_refused_mix(tmp_path):
+    out = tmp_path / "step.prog"
+    subprocess.run([*EMIT, "--position", "1", "-o", str(out)], env=ENV, check=True,
+                   capture_output=True, timeout=300)  # fmt: skip
+    t0 = time.monotonic()
+    subprocess.run([*EMIT, "--position", "2", "-o", str(out)], env=ENV, check=True,
+                   capture_output=True, timeout=300)  # fmt: skip
+    whole = time.monotonic() - t0
+    rng = random.Random(3)
+    outcomes = []
+    for i in range(6):
+        proc = subprocess.Popen([*EMIT, "--position", str(3 + i % 2), "-o", str(out)], env=ENV,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        time.sleep(rng.uniform(0.5, 1.0) * whole)  # late: past start-up, into the lowering
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        try:
+            outcomes.append(read_program(out).meta["position"])
+        except ProgramFileError as exc:  # a kill between two renames: refused, never used
+            assert "interrupted or concurrent emit" in str(exc) or "another emit" in str(exc)
+            outcomes.append("refused")
+    assert all(o in (1, 2, 3, 4, "refused") for o in outcomes), outcomes
+    subprocess.run([*EMIT, "--position", "1", "-o", str(out)], env=ENV, check=True,
+                   capture_output=True, timeout=300)  # fmt: skip
+    assert read_program(out).meta["position"] == 1 and _parts(tmp_path) == []
+    shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def _complete(path: Path) -> bool:
+    """`path` holds a whole file of its kind (parsed to its end)."""
+    data = path.read_bytes()
+    if path.suffix == ".svg":
+        return data.rstrip().endswith(b"</svg>")
+    if path.suffix == ".pccx":
+        from pccx_flow.traces.pccx_file import read_pccx
+
+        read_pccx(path)
+        return True
+    json.loads(data)
+    return True
+
+
+CLI = [PY, "-m", "pccx_flow"]
+TINY = ["--preset", "tiny", "--layers", "0:2"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("argv", "outputs"),
+    [
+        (["schedule", *TINY, "--json", "{s.json}", "--trace", "{t.json}", "--pccx", "{p.pccx}",
+          "--gantt", "{g.svg}"], ["s.json", "t.json", "p.pccx", "g.svg"]),
+        (["graph", "export", *TINY, "-o", "{g.json}"], ["g.json"]),
+        (["render", "--preset", "tiny", "--layer", "1", "-o", "{r.svg}"], ["r.svg"]),
+    ],
+    ids=["schedule", "graph-export", "render"],
+)  # fmt: skip
+def test_killed_commands_leave_each_output_old_or_complete(tmp_path, argv, outputs):
+    paths = {name: tmp_path / name for name in outputs}
+    argv = [str(paths[a[1:-1]]) if a.startswith("{") else a for a in argv]
+    for p in paths.values():
+        p.write_text("OLD")
+    t0 = time.monotonic()
+    subprocess.run([*CLI, *argv], env=ENV, check=True, capture_output=True, timeout=300)
+    whole = time.monotonic() - t0
+    rng = random.Random(len(outputs))
+    for _ in range(4):
+        for p in paths.values():
+            p.write_text("OLD")
+        proc = subprocess.Popen([*CLI, *argv], env=ENV, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)  # fmt: skip
+        time.sleep(rng.uniform(0.4, 1.0) * whole)
+        os.kill(proc.pid, rng.choice([signal.SIGKILL, signal.SIGTERM]))
+        proc.wait()
+        for p in paths.values():
+            assert p.read_text(errors="replace") == "OLD" or _complete(p), p
+    subprocess.run([*CLI, *argv], env=ENV, check=True, capture_output=True, timeout=300)
+    assert all(_complete(p) for p in paths.values()) and _parts(tmp_path) == []
