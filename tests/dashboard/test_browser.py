@@ -174,3 +174,50 @@ def test_browser_draws_planned_beside_device_bars(tiny_ckpt, tiny_ckpt_dir, brow
     for colour in COLOURS.values():  # both sides drawn, not only served (bars are thin:
         rgb = tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))  # edges blend)
         assert any(sum(abs(a - b) for a, b in zip(px, rgb, strict=True)) < 60 for px in seen)
+
+
+LINK_AT_POINT = """
+const a = document.querySelector('#pccx-lanes-link a');
+if (!a) return null;
+const r = a.getBoundingClientRect();
+const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+return [r.width, r.height, hit === a];
+"""
+
+
+def test_browser_shows_the_reports_link_and_it_opens_the_lanes_page(
+    lanes_cluster, tiny_config, browser, tmp_path
+):
+    """The `--report` page, opened from disk: the link to the lanes page is on screen (in
+    the body, not in Bokeh's inlined script), nothing covers it, and a click opens the page."""
+    from types import SimpleNamespace
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from pccx_flow.cli.run import _report
+    from pccx_flow.execute.executor import execute_step
+    from pccx_flow.execute.state import new_decode_state
+    from tests.execute.test_executor_machinery import handmade_graph
+
+    _, client = lanes_cluster
+    report = tmp_path / "run.html"
+    state = new_decode_state(tiny_config, "pccx")
+    with _report(SimpleNamespace(report=str(report)), client):
+        execute_step(handmade_graph(tiny_config, 0), None, state, kernels="handmade",
+                     client=client)  # fmt: skip
+    browser.get(report.as_uri())
+    width, height, on_top = WebDriverWait(browser, 60, poll_frequency=0.2).until(
+        lambda d: d.execute_script(LINK_AT_POINT)
+    )
+    link = browser.find_element(By.CSS_SELECTOR, "#pccx-lanes-link a")
+    assert link.is_displayed() and width > 20 and height > 5 and on_top
+    assert link.text == "run.lanes.html"
+    out_dir = Path(os.environ.get("PCCX_SCREENSHOT_DIR") or tmp_path)
+    time.sleep(1.0)  # Bokeh has laid out the report's panels
+    assert browser.save_screenshot(str(out_dir / "dashboard-report.png"))
+    link.click()
+    WebDriverWait(browser, 30, poll_frequency=0.2).until(
+        lambda d: d.current_url.endswith("run.lanes.html")
+        and d.execute_script(DRAWN) not in (None, -1)
+    )
