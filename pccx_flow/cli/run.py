@@ -101,7 +101,13 @@ def register(subparsers) -> None:
     )
     p.add_argument("--config", metavar="FILE", help="with --weights: " + CONFIG_FILE_HELP)
     p.add_argument("--seed-weights", type=seed, default=0, metavar="N", help="synthetic seed")
-    p.add_argument("--semantics", default="pccx", choices=SEMANTICS)
+    p.add_argument(
+        "--semantics",
+        default="pccx",
+        choices=SEMANTICS,
+        help="pccx: the specification as written (default); gemma3n: the published Gemma 3n"
+        " behaviour, for real Gemma 3n weights (docs/semantics.md lists the differences)",
+    )
     p.add_argument("--policy", default=None, help="schedule each step with this policy")
     p.add_argument(
         "--profile", default=None, help="hardware profile for --policy (default: v002-spec)"

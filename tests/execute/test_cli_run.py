@@ -114,3 +114,10 @@ def test_run_on_a_scheduler_address(tiny_ckpt, tiny_ckpt_dir, capsys):
     out = capsys.readouterr().out
     assert rc == 0 and "(distributed;" in out
     assert _generated(out) == reference_generate(tiny_ckpt, [2], 2).tokens
+
+
+def test_every_run_option_has_help(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = capsys.readouterr().out
+    assert "gemma3n: the published Gemma 3n" in " ".join(text.split())

@@ -20,8 +20,8 @@ TINY_LAST = 63  # the CLI's default position on tiny: its last KV slot
 def test_one_tiny_layer_in_full_detail(tmp_path, capsys):
     out = tmp_path / "l3.svg"
     assert main(["render", "--preset", "tiny", "--layer", "3", "-o", str(out)]) == 0
-    stdout = capsys.readouterr().out
-    assert "collapse level none (picked automatically)" in stdout
+    seen = capsys.readouterr()
+    assert "collapse level none (picked automatically)" in seen.err and not seen.out
     svg = parse_svg(out)
     graph = build_decode_graph("tiny", layers=(3, 4), position=TINY_LAST)
     assert drawn_nodes(svg) == {n for n, a in graph.nodes(data=True) if a["layer"] == 3}
@@ -36,7 +36,7 @@ def test_one_tiny_layer_in_full_detail(tmp_path, capsys):
 def test_whole_tiny_step_by_block(tmp_path, capsys):
     out = tmp_path / "step.svg"
     assert main(["render", "--preset", "tiny", "--collapse", "blocks", "-o", str(out)]) == 0
-    assert "collapse level blocks (as asked)" in capsys.readouterr().out
+    assert "collapse level blocks (as asked)" in capsys.readouterr().err
     graph = build_decode_graph("tiny", position=TINY_LAST)
     blocks = {(n.split(".")[0], a["block"]) for n, a in graph.nodes(data=True)}
     svg = parse_svg(out)
@@ -86,7 +86,7 @@ def test_profile_bolds_the_min_cost_critical_path(tmp_path):
 def test_one_e4b_layer_folds_tiles_and_macros_and_shows_shapes_and_costs(tmp_path, capsys):
     out = tmp_path / "l7.svg"
     assert main(["render", "--layer", "7", "-o", str(out)]) == 0
-    assert "collapse level macros (picked automatically)" in capsys.readouterr().out
+    assert "collapse level macros (picked automatically)" in capsys.readouterr().err
     svg = parse_svg(out)
     gate = svg["nodes"]["L07.ffn.gate"]["texts"]
     assert "GEMV x32 tiles" in gate  # 16384 rows / 512
