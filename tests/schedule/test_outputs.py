@@ -108,3 +108,22 @@ def test_the_gap_to_the_pool_bound_splits_into_proven_idle_and_the_rest():
         "    (pool_chain proves it) + 40 forced by L2 capacity",
         "    (capacity_chain proves it) + 30 no bound explains",
     ]
+
+
+def test_size_line_counts_the_graphs_edges_as_check_does_and_the_l2_ones_apart():
+    """`check` counts the graph's edges; `schedule` within L2 adds order-only read-ahead
+    edges. The size line names both, so the two commands' numbers add up."""
+    from pccx_flow.graph.build import build_decode_graph
+    from pccx_flow.schedule.memory import kv_prefetch_edges
+
+    graph = build_decode_graph("tiny", layers=(0, 3), position=7)
+    profile = load_profile("v002-spec")
+    extra = len(set(kv_prefetch_edges(graph)) - set(graph.edges))
+    assert extra > 0
+    for memory, added in ((True, extra), (False, 0)):
+        problem = problem_from_graph(graph, profile, memory=memory)
+        metrics = schedule_metrics(run_policy(problem, profile, "critical-path"), problem, profile)
+        size = next(x for x in format_summary(metrics, {}).splitlines() if x.startswith("size"))
+        edges = f"{graph.number_of_edges():,} edges"
+        assert size.endswith(edges + (f" + {added:,} order-only (L2 read-ahead), " if added
+                                      else ", ") + f"{len(problem.lanes)} lanes"), size  # fmt: skip
