@@ -591,8 +591,20 @@ def _print_results(args, prompt: list[int], result, checker, where: str) -> int:
                 f"check against the reference decode: {verdict} (tolerance {args.tolerance:g},"
                 f" {10 * args.tolerance:g} on steps whose float16 KV rows rounded differently)"
             )
+            if not checker.ok and args.precision != "float64":
+                print(_float32_hint(max(diffs)))
         return 0 if checker.ok else 1
     return 0
+
+
+def _float32_hint(largest: float) -> str:
+    """What to do when a float32 check fails: on a deep model (E4B's 35 layers) float32
+    rounding alone can exceed the default tolerance, which says nothing about the graph."""
+    return (
+        "  if this is float32 rounding through the layers (likely on e4b): rerun with"
+        " --precision float64 to check the graph's structure to 1e-9, or judge float32 with"
+        f" --tolerance above {largest:.1e} (docs/numerics.md)"
+    )
 
 
 def _keep_open(client) -> None:
