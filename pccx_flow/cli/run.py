@@ -620,10 +620,11 @@ def _keep_open(client) -> None:
 
     from pccx_flow.dashboard.client import page_url
 
-    print(f"dashboard kept open at {page_url(client)} — Ctrl-C to close", flush=True)
     closed = threading.Event()
+    # the handler first, then the prompt: a Ctrl-C right after the prompt closes the page
     previous = signal.signal(signal.SIGINT, lambda _signum, _frame: closed.set())
     try:
+        print(f"dashboard kept open at {page_url(client)} — Ctrl-C to close", flush=True)
         while not closed.wait(0.5):
             pass
     finally:
