@@ -477,6 +477,7 @@ def _add_node(target, folded, node: str, level: str, critical: bool, extra: dict
     dot_attrs = {
         "label": _label(node, attrs, level, extra.get(node, [])),
         "shape": shape,
+        **style.SHAPE_MARGINS.get(shape, {}),
         "fillcolor": fill,
         "fontcolor": style.text_colour(fill),
         "tooltip": _tooltip(node, attrs),
@@ -547,7 +548,9 @@ def _add_legend(dot: graphviz.Digraph, folded: nx.DiGraph) -> None:
             rows[0].append(name)
         for op in ops:
             name = f"legend_op_{op}"
-            legend.node(name, label=op, shape=style.op_shape(op), style="filled", fillcolor="white")
+            shape = style.op_shape(op)
+            legend.node(name, label=op, shape=shape, style="filled", fillcolor="white",
+                        **style.SHAPE_MARGINS.get(shape, {}))  # fmt: skip
             rows[1].append(name)
         if any(a.get("count", 1) > 1 and a.get("op") is None for _, a in folded.nodes(data=True)):
             legend.node(
@@ -556,6 +559,7 @@ def _add_legend(dot: graphviz.Digraph, folded: nx.DiGraph) -> None:
                 shape=style.GROUP_SHAPE,
                 style="filled",
                 fillcolor="white",
+                **style.SHAPE_MARGINS.get(style.GROUP_SHAPE, {}),
             )
             rows[1].append("legend_group")
         legend.node(

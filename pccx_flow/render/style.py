@@ -82,6 +82,15 @@ OP_SHAPES: dict[str, str] = {
 # Shape of a collapsed node that folds several op kinds.
 GROUP_SHAPE = "component"
 
+# Graphviz sizes a node from its label's box, but some shapes draw over part of that box:
+# the arrow head of `cds` (MEMCPY) and the two tabs of `component` (a folded group) covered
+# the ends of the longest line. A wider margin (inches, horizontal,vertical) keeps the
+# label inside what the shape leaves free.
+SHAPE_MARGINS: dict[str, dict[str, str]] = {
+    "cds": {"margin": "0.2,0.08"},
+    "component": {"margin": "0.16,0.04"},
+}
+
 # Critical-path emphasis.
 CRITICAL_PENWIDTH = "3.5"
 CRITICAL_COLOUR = "#000000"
