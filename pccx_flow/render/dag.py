@@ -373,8 +373,11 @@ def _label(node: str, attrs: dict, level: str, extra: list[str]) -> str:
         )
         lines = [name, _nodes_text(attrs["count"])]
     elif level == "blocks":
-        lines = [style.block_title(attrs.get("block") or "?"), _nodes_text(attrs["count"])]
-        lines.append(_mix_text(attrs["ops"]))
+        title = style.block_title(attrs.get("block") or "?")
+        part = str(node).split(".", 2)[2:]  # a block split in two (collapse.py): its part
+        if part:
+            title = f"{title}: {part[0].replace('_', ' ')}"
+        lines = [title, _nodes_text(attrs["count"]), _mix_text(attrs["ops"])]
     elif attrs.get("macro"):
         times = f" x{attrs['copies']}" if attrs.get("copies", 1) > 1 else ""
         lines = [_short_name(node, attrs), f"{attrs['macro']}{times} ({attrs['count']} instr.)"]

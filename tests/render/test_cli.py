@@ -40,7 +40,10 @@ def test_whole_tiny_step_by_block(tmp_path, capsys):
     graph = build_decode_graph("tiny", position=TINY_LAST)
     blocks = {(n.split(".")[0], a["block"]) for n, a in graph.nodes(data=True)}
     svg = parse_svg(out)
-    assert drawn_nodes(svg) == {f"{scope}.{block}" for scope, block in blocks}
+    # the residual block's input norm (read by attention) is a node of its own: folded into
+    # the residual block it drew two opposite arrows between attention and residual
+    norms = {f"L{i:02d}.residual.input_norm" for i in range(10)}
+    assert drawn_nodes(svg) == {f"{scope}.{block}" for scope, block in blocks} | norms
     assert {f"cluster_L{i:02d}" for i in range(10)} <= set(svg["clusters"])
 
 
