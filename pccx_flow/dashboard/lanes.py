@@ -6,7 +6,9 @@
 
 - one row per finished task (lane, node, ..., compute start and stop in epoch seconds), the
   measured task stream by lane, capped at `MAX_ROWS` (oldest dropped);
-- per-lane counters: submitted, running, done, erred, busy seconds;
+- per-lane counters: submitted, running, done, erred, busy seconds ("running" is what the
+  scheduler knows: sent to a worker, so queued there or running; the page says
+  "assigned");
 - progress through the current step (layers whose tasks all finished, of N) and, when the
   client announces it, through the generation (step k of M);
 - erred tasks with node id and the error's first line;
@@ -75,7 +77,7 @@ class LaneRecorder(SchedulerPlugin):
             if lane_class is None:
                 continue
             lane = str(lanes.get(key) or lane_class)
-            row = {"lane": lane, "lane_class": str(lane_class)}
+            row = {"lane": lane, "lane_class": str(lane_class), "step": self.graphs}
             for f in INFO_FIELDS:
                 row[f] = extra[f].get(key)
             self.info[key] = row

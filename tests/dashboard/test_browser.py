@@ -221,3 +221,72 @@ def test_browser_shows_the_reports_link_and_it_opens_the_lanes_page(
         lambda d: d.current_url.endswith("run.lanes.html")
         and d.execute_script(DRAWN) not in (None, -1)
     )
+
+
+def _narrow_task_snapshot() -> dict:
+    """Three steps of 0.3 ms tasks spread over 15 s on three lanes, one block per lane: the
+    shape of a real CPU run, where tasks are far narrower than a pixel."""
+    rows = []
+    for step in (1, 2, 3):
+        for lane, block in (("gemv0", "ffn"), ("sfu0", "attn"), ("host0", "final")):
+            for i in range(10):
+                start = 1000.0 + (step - 1) * 5.0 + i * 0.45 + (0.1 if lane == "sfu0" else 0)
+                rows.append({"lane": lane, "lane_class": lane[:-1], "step": step,
+                             "node": f"L0{i}.{block}.x", "layer": i, "block": block,
+                             "op": "GEMV", "kernel": "k", "key": f"k{step}{lane}{i}",
+                             "start": start, "stop": start + 0.0003})  # fmt: skip
+    counters = {"submitted": 30, "running": 0, "done": 30, "erred": 0, "busy_s": 0.009}
+    return {
+        "lanes": {lane: dict(counters) for lane in ("gemv0", "sfu0", "host0")},
+        "progress": {"layers_done": 10, "n_layers": 10, "tasks_done": 30, "tasks": 30,
+                     "step": 3, "steps": 3},
+        "errors": [], "rows": rows, "plan": None, "device": None,
+    }  # fmt: skip
+
+
+MEASURED_BOX = """
+const doc = window.Bokeh && Bokeh.documents && Bokeh.documents[0];
+if (!doc) return null;
+const fig = doc.get_model_by_name("pccx-measured");
+const view = fig && Bokeh.index.find_one(fig);
+if (!view) return null;
+const r = view.el.getBoundingClientRect();
+const f = view.frame.bbox;
+return [r.left + f.left, r.top + f.top, f.width, f.height];
+"""
+
+
+def test_browser_shows_every_measured_task_with_a_visible_width(browser, tmp_path):
+    """A 0.3 ms task in a 15 s chart is 0.03 px: drawn as is, the chart was nearly white.
+    On screen each lane now shows each of its tasks at least a few pixels wide."""
+    from PIL import Image
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from pccx_flow.dashboard.page import MIN_BAR_PX, lanes_html
+
+    page = tmp_path / "lanes.html"
+    snapshot = _narrow_task_snapshot()
+    page.write_text(lanes_html(snapshot), encoding="utf-8")
+    browser.get(page.as_uri())
+    left, top, width, height = WebDriverWait(browser, 60, poll_frequency=0.2).until(
+        lambda d: d.execute_script(MEASURED_BOX)
+    )
+    time.sleep(0.5)
+    shot = tmp_path / "narrow.png"
+    assert browser.save_screenshot(str(shot))
+    img = Image.open(shot).convert("RGB")
+    scale = img.width / browser.execute_script("return window.innerWidth")
+    box = [int(v * scale) for v in (left, top, left + width, top + height)]
+    frame = img.crop(box)
+    for block, n_tasks in (("ffn", 30), ("attn", 30), ("final", 30)):
+        rgb = tuple(int(style.block_colour(block)[i : i + 2], 16) for i in (1, 3, 5))
+        columns = {
+            x for x in range(frame.width) for y in range(0, frame.height, 2)
+            if sum(abs(a - b) for a, b in zip(frame.getpixel((x, y)), rgb, strict=True)) < 40
+        }  # fmt: skip
+        # each task's tick is MIN_BAR_PX CSS pixels wide (edges blend): most columns show
+        assert len(columns) >= n_tasks * (MIN_BAR_PX - 1) * scale, (block, len(columns))
+    marks = browser.execute_script(
+        'return Array.from(Bokeh.documents[0].get_model_by_name("pccx-step-marks").data.x);'
+    )
+    assert len(marks) == 3  # one dashed line where each step starts

@@ -88,3 +88,22 @@ def test_a_scheduler_without_the_preload_has_no_page(tmp_path):
             assert fetch(client) is None
     finally:
         cluster.close()
+
+
+def test_step_marks_and_planned_beside_measured_shares():
+    from pccx_flow.dashboard.page import row_columns, shares_html, step_marks
+
+    rows = [
+        {"lane": "gemv0", "step": 1, "start": 10.0, "stop": 11.0},
+        {"lane": "host0", "step": 1, "start": 11.0, "stop": 12.0},
+        {"lane": "gemv0", "step": 2, "start": 20.0, "stop": 23.0},
+        {"lane": "host0", "step": 2, "start": 23.0, "stop": 24.0},
+    ]
+    assert step_marks(row_columns(rows, 10.0)) == {"x": [0.0, 10.0], "step": [1, 2]}
+    plan = {"gantt": {"lanes": [{"name": "gemv0", "busy": 0.9}, {"name": "host0",
+                                                                  "busy": 0.1}]}}  # fmt: skip
+    text = shares_html(rows, plan, ["gemv0", "host0", "sfu0"])
+    assert "measured busy, step 2 (CPU wall time)" in text and "model estimate" in text
+    # step 2 spans 4 s: gemv0 busy 3 s, host0 1 s; sfu0 neither planned nor measured
+    assert "<td>gemv0</td><td>90.0%</td><td>75.0%</td>" in text
+    assert "<td>host0</td><td>10.0%</td><td>25.0%</td>" in text and "sfu0" not in text
