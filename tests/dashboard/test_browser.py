@@ -102,6 +102,10 @@ def test_browser_draws_lane_rows_during_a_run(lanes_cluster, tiny_ckpt, browser,
     drawn = WebDriverWait(browser, 60, poll_frequency=0.2).until(
         lambda d: (d.execute_script(DRAWN) or 0) > 0 and d.execute_script(DRAWN)
     )
+    out_dir = Path(os.environ.get("PCCX_SCREENSHOT_DIR") or tmp_path)
+    if runner.is_alive():  # the page while the run goes on (the docs show this picture)
+        time.sleep(0.6)
+        assert browser.save_screenshot(str(out_dir / "dashboard-lanes-mid-run.png"))
     runner.join(180)
     assert not runner.is_alive() and not errors, errors
     assert loaded_during_run, "the run ended before the page was opened"
@@ -116,7 +120,6 @@ def test_browser_draws_lane_rows_during_a_run(lanes_cluster, tiny_ckpt, browser,
     )
     assert drawn > 0 and lanes_with_tasks <= set(lanes)
     assert {"gemv0", "sfu0", "dma0", "host0"} <= set(lanes)
-    out_dir = Path(os.environ.get("PCCX_SCREENSHOT_DIR") or tmp_path)
     shot = out_dir / "dashboard-lanes.png"
     assert browser.save_screenshot(str(shot))
     # Drawn, not just served: block-coloured bars on screen in several rows (measured rows
