@@ -127,3 +127,33 @@ def test_size_line_counts_the_graphs_edges_as_check_does_and_the_l2_ones_apart()
         edges = f"{graph.number_of_edges():,} edges"
         assert size.endswith(edges + (f" + {added:,} order-only (L2 read-ahead), " if added
                                       else ", ") + f"{len(problem.lanes)} lanes"), size  # fmt: skip
+
+
+def test_schedule_trace_has_counters_the_critical_flag_and_dependency_flows(tmp_path):
+    """`schedule --trace` on a tiny step within L2: weight-port and L2 counter tracks, the
+    critical path flagged, one flow per data edge from producer slice to consumer slice."""
+    from pccx_flow.cli.main import main
+
+    out = tmp_path / "t.json"
+    argv = ["schedule", "--preset", "tiny", "--layers", "0:2", "--trace", str(out),
+            "--json", str(tmp_path / "s.json")]  # fmt: skip
+    assert main(argv) == 0
+    events = json.loads(out.read_text())["traceEvents"]
+    counters = {e["name"] for e in events if e["ph"] == "C"}
+    assert counters == {"weight_port busy", "L2 bytes"}
+    ports = [e["args"]["weight_port"] for e in events if e.get("name") == "weight_port busy"]
+    assert max(ports) == 2 and min(ports) == 0
+    assert max(e["args"]["L2"] for e in events if e.get("name") == "L2 bytes") > 0
+    saved = json.loads((tmp_path / "s.json").read_text())
+    critical = set(saved["metrics"]["critical_path"]["nodes"])
+    flagged = {e["name"] for e in events if e["ph"] == "X" and e["args"].get("critical_path")}
+    assert flagged == critical and critical
+    spans = {e["name"]: e for e in events if e["ph"] == "X"}
+    starts = {e["id"]: e for e in events if e["ph"] == "s"}
+    ends = {e["id"]: e for e in events if e["ph"] == "f"}
+    assert starts.keys() == ends.keys() and len(starts) > len(spans) / 2
+    for key, s in starts.items():
+        f = ends[key]
+        assert f["bp"] == "e" and s["ts"] <= f["ts"]
+        # each end binds to a slice that starts there on its thread
+        assert any(x["tid"] == f["tid"] and x["ts"] == f["ts"] for x in spans.values())
