@@ -420,7 +420,8 @@ def _spread_edges(folded: nx.DiGraph, critical_edges: set, limit: int) -> set:
 
 
 def _scope_anchors(folded: nx.DiGraph, hidden: set) -> list[tuple[str, str]]:
-    """Invisible edges that keep each scope below the one before it.
+    """Invisible edges that keep each scope below the one before it: from every last node
+    of a scope to every first node of the next.
 
     A node with no drawn inputs (a MEMSET constant, a cache read) would otherwise float up
     into the previous layer's last rank, which forces `dot` to put the two layer clusters
@@ -430,7 +431,6 @@ def _scope_anchors(folded: nx.DiGraph, hidden: set) -> list[tuple[str, str]]:
     for node, attrs in folded.nodes(data=True):
         by_scope.setdefault(attrs["scope"], []).append(node)
     order = sorted(by_scope, key=scope_sort_key)
-    drawn_in = {v for u, v in folded.edges if (u, v) not in hidden}
     anchors = []
     for before, after in zip(order, order[1:], strict=False):
         sinks = [
@@ -438,8 +438,16 @@ def _scope_anchors(folded: nx.DiGraph, hidden: set) -> list[tuple[str, str]]:
             for n in by_scope[before]
             if not any(folded.nodes[v]["scope"] == before for v in folded.successors(n))
         ]
-        sources = [n for n in by_scope[after] if n not in drawn_in]
-        anchors += [(u, v) for u in sinks[:4] for v in sources]
+        # every node that starts a chain in the later scope (none of its inputs is in that
+        # scope), not only those with no drawn input: a node fed from the middle of the
+        # earlier layer was ranked beside it, and the two layers then stood side by side
+        # (layer 0 top right, layer 1 bottom left)
+        sources = [
+            n
+            for n in by_scope[after]
+            if not any(folded.nodes[u]["scope"] == after for u in folded.predecessors(n))
+        ]
+        anchors += [(u, v) for u in sinks for v in sources]
     return anchors
 
 

@@ -1,6 +1,8 @@
 """`pccx-flow render` end to end with the real graph builder, scheduler and `dot`."""
 
+import re
 import shutil
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -166,3 +168,33 @@ def test_help_shows_examples(capsys):
     assert exit_.value.code == 0
     text = capsys.readouterr().out
     assert "examples:" in text and "pccx-flow render --preset tiny --layer 3 -o tiny3.svg" in text
+
+
+def _layer_boxes(path) -> dict[str, tuple[float, float, float, float]]:
+    """(left, right, top, bottom) of each layer cluster of an SVG render."""
+    svg = "{http://www.w3.org/2000/svg}"
+    boxes = {}
+    for g in ET.parse(path).getroot().iter(f"{svg}g"):
+        title = g.find(f"{svg}title")
+        if g.get("class") != "cluster" or not re.fullmatch(r"cluster_L\d\d", title.text or ""):
+            continue
+        shape = g.find(f"{svg}path")
+        text = shape.get("d") if shape is not None else g.find(f"{svg}polygon").get("points")
+        nums = [float(v) for v in re.findall(r"-?\d+(?:\.\d+)?", text)]
+        xs, ys = nums[0::2], nums[1::2]
+        boxes[title.text] = (min(xs), max(xs), min(ys), max(ys))
+    return boxes
+
+
+@needs_dot
+@pytest.mark.parametrize("preset", ["tiny", "e4b"])
+def test_layers_read_top_to_bottom_not_as_a_staircase(preset, tmp_path):
+    out = tmp_path / "s.svg"
+    argv = ["render", "--preset", preset, "--layers", "0:2", "--policy", "critical-path",
+            "-o", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    boxes = _layer_boxes(out)
+    (l0, r0, _, b0), (l1, r1, t1, _) = boxes["cluster_L00"], boxes["cluster_L01"]
+    assert b0 <= t1  # layer 1 wholly below layer 0
+    overlap = min(r0, r1) - max(l0, l1)
+    assert overlap >= 0.5 * min(r0 - l0, r1 - l1)  # one above the other, not side by side
