@@ -444,3 +444,17 @@ def test_occupancy_rows_say_their_capacity(tmp_path):
     texts = _svg_texts(out)
     assert "capacity 2" in texts  # the weight ports
     assert "capacity 1,792 KiB" in texts and "capacity 1,792" in texts
+
+
+def test_bokeh_legend_is_in_block_order_like_the_static_one():
+    from pccx_flow.graph.nodes import BLOCKS
+    from pccx_flow.render import style
+
+    schedule, graph, metrics, profile = _whole_tiny_step()
+    layout = schedule_figure(gantt_data(schedule, graph, metrics=metrics, profile=profile))
+    items = _model(layout, "pccx-planned").legend[0].items
+    titles = [getattr(i.label, "value", None) or i.label["value"] for i in items]
+    blocks = [style.block_title(b) for b in BLOCKS]
+    assert titles[-1] == "critical path"
+    assert titles[:-1] == [t for t in blocks if t in titles]
+    assert len(titles) >= 10
