@@ -157,17 +157,21 @@ def shares_html(rows: list[dict], plan: dict | None, lanes: list[str]) -> str:
 
 def counters_html(snapshot: dict, lanes: list[str]) -> str:
     """Per-lane counters as an HTML table."""
-    head = "".join(
-        f"<th>{h}</th>" for h in ("lane", "submitted", "assigned", "done", "erred", "busy s")
-    )  # assigned: sent to a worker (queued there or running); the scheduler sees no more
+    cols = ("lane", "submitted", "assigned", "running", "done", "erred", "busy s")
+    head = "".join(f"<th>{h}</th>" for h in cols)
+    # assigned: sent to a worker (queued there or running); running: what the workers say
+    # runs (`pccx_flow.dashboard.running`), "-" when no worker reports it
+    reported = snapshot.get("executing_reported", False)
     body = []
     for lane in lanes:
         c = snapshot["lanes"].get(lane)
         if c is None:
             continue
+        running = f"{c.get('executing', 0):.0f}" if reported else "-"
         body.append(
             f"<tr><td>{html.escape(lane)}</td><td>{c['submitted']:.0f}</td>"
-            f"<td>{c['running']:.0f}</td><td>{c['done']:.0f}</td><td>{c['erred']:.0f}</td>"
+            f"<td>{c['running']:.0f}</td><td>{running}</td>"
+            f"<td>{c['done']:.0f}</td><td>{c['erred']:.0f}</td>"
             f"<td>{c['busy_s']:.3f}</td></tr>"
         )
     return (
