@@ -79,8 +79,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--bisect",
         type=Path,
         metavar="DIR",
-        help="write growing prefixes (MEMSET only, +MEMCPY, +GEMV, +CVO, layer 0, the step),"
-        " each with its golden L2 words and an index.json, for board bring-up; needs --weights",
+        help="write growing prefixes in the order the program reaches them (MEMSET only,"
+        " +MEMCPY, +CVO, +GEMV, layer 0, the step), each with its golden L2 words and an"
+        " index.json, for board bring-up; needs --weights",
     )
     p.add_argument("--weights", type=Path, metavar="DIR", help="checkpoint for --golden/--bisect")
     p.add_argument(

@@ -9,16 +9,20 @@ from pathlib import Path
 from pccx_flow.cli.common import add_step_args, check_output_path, step_from_args, writing
 from pccx_flow.errors import InputError
 
-EPILOG = """examples:
+EXPORT_EXAMPLES = """\
   pccx-flow graph export -o step.json                          # E4B step at position 1023
   pccx-flow graph export --preset tiny --position 3 -o t.graphml
   pccx-flow graph export --layers 0:5 --semantics gemma3n -o first5.json
-  pccx-flow graph export --profile v002-spec -o costed.json    # nodes carry model cycles
+  pccx-flow graph export --profile v002-spec -o costed.json    # nodes carry model cycles"""
+KERNELS_EXAMPLES = """\
   pccx-flow graph kernels                                      # every kernel's math
-  pccx-flow graph kernels attn_scores                          # one kernel
-
+  pccx-flow graph kernels attn_scores                          # one kernel"""
+FORMATS = """\
 JSON is networkx node-link data; GraphML stores every attribute as JSON text. Both read back
 exactly with pccx_flow.graph.export.read_graph. Cycles from --profile are model estimates."""
+EPILOG = f"examples:\n{EXPORT_EXAMPLES}\n{KERNELS_EXAMPLES}\n\n{FORMATS}"
+EXPORT_EPILOG = f"examples:\n{EXPORT_EXAMPLES}\n\n{FORMATS}"
+KERNELS_EPILOG = f"examples:\n{KERNELS_EXAMPLES}"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "export",
         help="write the DAG as node-link JSON or GraphML",
         description="Build one decode step and write it to a file.",
-        epilog=EPILOG,
+        epilog=EXPORT_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ex.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.json|OUT.graphml")
@@ -54,7 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "kernels",
         help="print what each node kernel computes",
         description="The kernel contract between the graph and the executor.",
-        epilog=EPILOG,
+        epilog=KERNELS_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     kn.add_argument("name", nargs="?", default=None, help="one kernel (default: all)")

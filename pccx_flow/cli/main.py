@@ -26,7 +26,8 @@ def _interrupted(_signum=None, _frame=None) -> None:
         os._exit(130)
     _announced = True
     try:
-        os.write(2, b"pccx-flow: interrupted\n")
+        if not _quiet:
+            os.write(2, b"pccx-flow: interrupted\n")
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 2)
         os.close(devnull)
@@ -39,6 +40,7 @@ def _interrupted(_signum=None, _frame=None) -> None:
 
 
 _announced = False
+_quiet = False  # a worker process of ours: the user's process says the one line
 _CLEANUP_SECONDS = 5.0
 
 
@@ -53,7 +55,34 @@ def _install() -> signal.Handlers | None:
     return signal.signal(signal.SIGINT, _interrupted)
 
 
-if os.path.basename(sys.argv[0] if sys.argv else "") in ("pccx-flow", "__main__.py"):
+def _started_as_the_program() -> bool:
+    """True in the process the user started, and in the worker processes multiprocessing
+    (Dask's local cluster) spawns from it, which re-run the program's main module."""
+    return os.path.basename(sys.argv[0] if sys.argv else "") in ("pccx-flow", "__main__.py")
+
+
+def _a_worker_process() -> bool:
+    """A process multiprocessing started (a Ctrl-C in a terminal reaches it too): it is
+    silenced and cleaned up like the user's process but does not say so a second time.
+    A spawned child re-runs the main module before it knows its parent; its interpreter's
+    own command line (`sys.orig_argv`) says what it is."""
+    import multiprocessing
+
+    spawned = "--multiprocessing-fork" in getattr(sys, "orig_argv", ())
+    return spawned or multiprocessing.parent_process() is not None
+
+
+def quiet_worker_process() -> None:
+    """Set up a worker process the command started (`pccx_flow.cluster.interrupt_preload`):
+    a Ctrl-C silences its stderr and ends it as it ends the user's process, without a second
+    line, however the command was started (``python -m`` children never run this module)."""
+    global _quiet
+    _quiet = True
+    _install()
+
+
+if _started_as_the_program():
+    _quiet = _a_worker_process()
     _install()
 
 import argparse  # noqa: E402

@@ -205,10 +205,14 @@ def run(args: argparse.Namespace) -> int:
     how = "picked automatically" if picture.level_picked else "as asked"
     print(
         f"wrote {args.output}: {picture.nodes} nodes, {picture.edges} edges, "
-        f"collapse level {picture.level} ({how})"
+        f"collapse level {picture.level} ({how})",
+        file=sys.stderr,
     )
     if picture.omitted:
-        print(f"left out {len(picture.omitted)} fan-out node(s): {', '.join(picture.omitted[:5])}")
+        print(
+            f"left out {len(picture.omitted)} fan-out node(s): {', '.join(picture.omitted[:5])}",
+            file=sys.stderr,
+        )
     return 0
 
 

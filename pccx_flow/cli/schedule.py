@@ -185,7 +185,9 @@ def run(args: argparse.Namespace) -> int:
         from pccx_flow.schedule.trace import write_chrome_trace
 
         with writing(args.trace):
-            write_chrome_trace(schedule, args.trace, graph, profile.core_hz)
+            write_chrome_trace(schedule, args.trace, graph, profile.core_hz,
+                               counters=_trace_counters(schedule, problem, profile),
+                               critical=metrics["critical_path"]["nodes"])  # fmt: skip
         print(f"wrote {args.trace} (Chrome trace, open in Perfetto)", file=sys.stderr)
     if args.pccx is not None:
         from pccx_flow.traces.pccx_file import write_pccx
@@ -209,6 +211,19 @@ def run(args: argparse.Namespace) -> int:
             )
         print(f"wrote {args.gantt}", file=sys.stderr)
     return 0
+
+
+def _trace_counters(schedule, problem, profile) -> dict:
+    """The Perfetto counter tracks: busy instances of each pool (the weight ports), and the
+    bytes L2 holds when the schedule kept to it."""
+    from pccx_flow.schedule.metrics import pool_busy
+
+    out = {f"{pool} busy": series for pool, series in pool_busy(schedule, profile.pools).items()}
+    if problem.capacities:
+        from pccx_flow.schedule.memory import l2_occupancy
+
+        out["L2 bytes"] = l2_occupancy(schedule, problem)
+    return out
 
 
 def run_dag(args: argparse.Namespace) -> int:

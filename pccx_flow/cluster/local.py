@@ -49,8 +49,8 @@ def fake_device_cluster(n_workers: int, *, page: bool = False) -> Iterator[tuple
             dashboard_address="127.0.0.1:0",
             worker_dashboard_address="127.0.0.1:0",
             resources={NPU_RESOURCE: 1},
-            preload=[PRELOAD],
-            preload_argv=["--npu", "fake"],
+            preload=[PRELOAD, "pccx_flow.cluster.interrupt_preload"],
+            preload_argv=[["--npu", "fake"], []],
             scheduler_kwargs=scheduler_kwargs,
         )
         client = Client(cluster, set_as_default=False)

@@ -123,7 +123,7 @@ def solve_exact(
     solver.parameters.max_time_in_seconds = seconds
     solver.parameters.num_search_workers = workers
     solver.parameters.random_seed = 0
-    status = solver.Solve(m)
+    status = _solve(solver, m)
     out: dict[str, Any] = {"seconds": time.perf_counter() - t0, "nodes": len(order)}
     if status == cp_model.OPTIMAL:
         out["status"] = "optimal"
@@ -140,6 +140,44 @@ def solve_exact(
         chosen = {n: next(ln for ln, x in use[n].items() if solver.Value(x)) for n in order}
         out["placement"] = {n: (chosen[n], int(solver.Value(start[n]))) for n in order}
     return out
+
+
+def _solve(solver, model) -> int:
+    """`solver.solve(model)`, so that Ctrl-C interrupts the command, not just the search.
+
+    CP-SAT's own SIGINT handler (``catch_sigint_signal``) only stops the search and returns
+    its best so far: a sweep then ran on, journalled the cut solve as unproven and exited 0.
+    With that handler off, the solve runs in a thread (it releases the GIL) while the main
+    thread waits in Python, where SIGINT raises KeyboardInterrupt; the search is stopped and
+    the interrupt goes on up to the command's one-line handler (exit 130)."""
+    import threading
+
+    solver.parameters.catch_sigint_signal = False
+    if threading.current_thread() is not threading.main_thread():
+        return solver.solve(model)  # a Dask worker's thread: no SIGINT arrives here
+    out: list = []
+    failed: list[BaseException] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            out.append(solver.solve(model))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            failed.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="cp-sat", daemon=True).start()
+    try:
+        while not done.wait(0.1):  # an Event, not Thread.join: a join cut by Ctrl-C
+            pass  # may later return at once with the thread still running
+    except KeyboardInterrupt:
+        solver.stop_search()
+        done.wait(5.0)  # the search stops within milliseconds; then exit cleanly
+        raise
+    if failed:
+        raise failed[0]
+    return out[0]
 
 
 class ExactPolicy:

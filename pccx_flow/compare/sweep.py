@@ -150,6 +150,7 @@ def run_on_dask(
             cluster = LocalCluster(
                 n_workers=max(1, workers), threads_per_worker=1, processes=True,
                 host="127.0.0.1", dashboard_address="127.0.0.1:0", silence_logs=40,
+                preload=["pccx_flow.cluster.interrupt_preload"],
             )  # fmt: skip
         client = Client(cluster, set_as_default=False)
     try:

@@ -6,7 +6,9 @@
 
 - one row per finished task (lane, node, ..., compute start and stop in epoch seconds), the
   measured task stream by lane, capped at `MAX_ROWS` (oldest dropped);
-- per-lane counters: submitted, running, done, erred, busy seconds;
+- per-lane counters: submitted, assigned (the scheduler's "processing": sent to a worker,
+  queued there or running; kept as ``running`` for old readers), executing (what the
+  workers report running, `pccx_flow.dashboard.running`), done, erred, busy seconds;
 - progress through the current step (layers whose tasks all finished, of N) and, when the
   client announces it, through the generation (step k of M);
 - erred tasks with node id and the error's first line;
@@ -34,7 +36,8 @@ INFO_FIELDS = ("node", "layer", "block", "op", "kernel")
 
 
 def _counter() -> dict[str, float]:
-    return {"submitted": 0, "running": 0, "done": 0, "erred": 0, "busy_s": 0.0}
+    return {"submitted": 0, "running": 0, "executing": 0, "started": 0, "done": 0, "erred": 0,
+            "busy_s": 0.0}  # fmt: skip
 
 
 class LaneRecorder(SchedulerPlugin):
@@ -57,6 +60,8 @@ class LaneRecorder(SchedulerPlugin):
         self.layer_done: dict[int, int] = {}
         self.step_total = 0
         self.step_done = 0
+        self.executing_reported = False  # a worker runs `running.RunningReporter`
+        self.str_keys: dict[str, Any] = {}  # str(task key) -> key, for the workers' events
 
     # --- scheduler hooks -----------------------------------------------------------------
 
@@ -75,10 +80,11 @@ class LaneRecorder(SchedulerPlugin):
             if lane_class is None:
                 continue
             lane = str(lanes.get(key) or lane_class)
-            row = {"lane": lane, "lane_class": str(lane_class)}
+            row = {"lane": lane, "lane_class": str(lane_class), "step": self.graphs}
             for f in INFO_FIELDS:
                 row[f] = extra[f].get(key)
             self.info[key] = row
+            self.str_keys[str(key)] = key
             self.counts[lane]["submitted"] += 1
             layer = row["layer"] if row["layer"] is not None else -1
             self.layer_total[layer] = self.layer_total.get(layer, 0) + 1
@@ -99,6 +105,25 @@ class LaneRecorder(SchedulerPlugin):
                 self._erred(key, row, count, kwargs)
         if finish == "forgotten":
             self.info.pop(key, None)
+            self.str_keys.pop(str(key), None)
+
+    def log_event(self, topic: str, msg: Any) -> None:
+        """A worker's task started or stopped executing (`pccx_flow.dashboard.running`)."""
+        from pccx_flow.dashboard.running import TOPIC
+
+        if topic != TOPIC:
+            return
+        self.executing_reported = True
+        what, key = msg[0], msg[1]
+        row = self.info.get(self.str_keys.get(key, key))
+        if row is None:
+            return
+        count = self.counts[row["lane"]]
+        if what == "start":
+            count["executing"] += 1
+            count["started"] += 1
+        elif what == "stop":
+            count["executing"] = max(count["executing"] - 1, 0)
 
     def _finished(self, key, row: dict, count: dict, kwargs: dict) -> None:
         count["done"] += 1
@@ -158,6 +183,7 @@ class LaneRecorder(SchedulerPlugin):
         """Counters, progress and errors (and with `rows` the task rows and the plan)."""
         out = {
             "lanes": {lane: dict(c) for lane, c in sorted(self.counts.items())},
+            "executing_reported": self.executing_reported,
             "progress": self.progress(),
             "errors": list(self.errors),
         }

@@ -2,7 +2,11 @@
 
 `measured_figure` draws finished tasks as bars, one row per pccx lane, coloured by block
 (`pccx_flow.render.style`, the Gantt chart's colours), seconds since the first task on the x
-axis, hover with node id, layer, op, kernel and duration. The planned schedule is drawn by
+axis, hover with node id, layer, op, kernel and duration; every bar is at least
+`MIN_BAR_PX` wide on screen (CPU tasks are far narrower than a pixel of a step), the chart
+keeps the last `KEEP_ROWS` tasks and says so, and a dashed line marks where each step
+starts. `shares_html` puts each lane's planned busy share (model estimate) beside the
+measured one of the last step. The planned schedule is drawn by
 the Gantt chart's own builder (`pccx_flow.render.gantt_bokeh.schedule_figure`) on its own
 axis (model-estimate cycles) under it; a step run on a device adds the plan beside the
 device's times (`pccx_flow.dashboard.device_page`). `lanes_doc` is the live document: it polls the
@@ -25,8 +29,12 @@ from pccx_flow.render.gantt import gantt_from_payload
 
 POLL_MS = 500
 ROW_PX = 28
+KEEP_ROWS = 20_000  # the measured chart keeps the last this many tasks (a few steps)
+MIN_BAR_PX = 3  # every measured bar at least this wide on screen: most CPU tasks take
+#                 0.1-1 ms of a 10-20 s step, far under a pixel
 CLASS_ORDER = ("gemv", "gemm", "sfu", "dma", "ctrl", "host")
-COLUMNS = ("lane", "start", "stop", "colour", "node", "layer", "block", "op", "kernel", "ms")
+COLUMNS = ("lane", "start", "stop", "mid", "colour", "node", "layer", "block", "op", "kernel",
+           "ms", "step")  # fmt: skip
 
 
 def lane_order(lanes, plan: dict | None = None) -> list[str]:
@@ -49,6 +57,8 @@ def row_columns(rows: list[dict], t0: float) -> dict[str, list]:
         cols["lane"].append(r["lane"])
         cols["start"].append(r["start"] - t0)
         cols["stop"].append(r["stop"] - t0)
+        cols["mid"].append((r["start"] + r["stop"]) / 2 - t0)
+        cols["step"].append(r.get("step") or 0)
         cols["colour"].append(style.block_colour(r.get("block")))
         cols["node"].append(r.get("node") or r.get("key"))
         cols["layer"].append(-1 if r.get("layer") is None else r["layer"])
@@ -64,7 +74,9 @@ def measured_figure(lanes: list[str], width: int = 1300):
     source = ColumnDataSource({c: [] for c in COLUMNS}, name="pccx-measured-tasks")
     fig = figure(
         name="pccx-measured",
-        title="measured on this CPU: tasks by pccx lane (wall seconds since the first task)",
+        title=f"measured on this CPU: the last {KEEP_ROWS:,} tasks by pccx lane (wall seconds"
+        f" since the first task; every bar at least {MIN_BAR_PX} px wide; dashed: a step"
+        " starts)",
         width=width,
         height=70 + ROW_PX * max(len(lanes), 1),
         y_range=FactorRange(*reversed(lanes)),
@@ -77,9 +89,17 @@ def measured_figure(lanes: list[str], width: int = 1300):
         y="lane", left="start", right="stop", height=0.7, fill_color="colour", line_color=None,
         source=source,
     )  # fmt: skip
+    # the same tasks again, MIN_BAR_PX wide on screen whatever the zoom: a 0.3 ms task in a
+    # 15 s window is a visible tick, not a white gap (a long bar covers its own tick)
+    ticks = fig.rect(
+        x="mid", y="lane", width=MIN_BAR_PX, width_units="screen", height=0.7,
+        fill_color="colour", line_color=None, source=source, name="pccx-measured-ticks",
+    )  # fmt: skip
+    marks = ColumnDataSource({"x": [], "step": []}, name="pccx-step-marks")
+    fig.vspan(x="x", source=marks, line_color="#444444", line_dash="dashed", line_width=1)
     fig.add_tools(
         HoverTool(
-            renderers=[bars],
+            renderers=[bars, ticks],
             tooltips=[
                 ("node", "@node"),
                 ("lane", "@lane"),
@@ -87,25 +107,71 @@ def measured_figure(lanes: list[str], width: int = 1300):
                 ("block", "@block"),
                 ("op / kernel", "@op / @kernel"),
                 ("duration", "@ms{0.000} ms"),
+                ("step", "@step"),
             ],
         )
     )
-    return fig, source
+    return fig, source, marks
+
+
+def step_marks(cols: dict[str, list]) -> dict[str, list]:
+    """Where each step's first task starts, from task columns: the chart's step markers."""
+    first: dict[int, float] = {}
+    for step, start in zip(cols["step"], cols["start"], strict=True):
+        if step and (step not in first or start < first[step]):
+            first[step] = start
+    steps = sorted(first)
+    return {"x": [first[k] for k in steps], "step": steps}
+
+
+def shares_html(rows: list[dict], plan: dict | None, lanes: list[str]) -> str:
+    """Per lane, the planned busy share of the step (model estimate) beside the measured
+    one of the last step seen (CPU seconds of its tasks over that step's wall span).
+
+    The two are not the same quantity (the plan is the NPU model, the measurement is this
+    CPU running the same nodes), but side by side they show where the work lands."""
+    planned = {ln["name"]: ln["busy"] for ln in ((plan or {}).get("gantt") or {}).get("lanes", [])}
+    last = max((r.get("step") or 0 for r in rows), default=0)
+    step_rows = [r for r in rows if (r.get("step") or 0) == last]
+    span = (max(r["stop"] for r in step_rows) - min(r["start"] for r in step_rows)
+            if step_rows else 0.0)  # fmt: skip
+    busy: dict[str, float] = {}
+    for r in step_rows:
+        busy[r["lane"]] = busy.get(r["lane"], 0.0) + r["stop"] - r["start"]
+    body = []
+    for lane in lanes:
+        if lane not in planned and lane not in busy:
+            continue
+        p = f"{planned[lane]:.1%}" if lane in planned else "-"
+        m = f"{busy.get(lane, 0.0) / span:.1%}" if span > 0 else "-"
+        body.append(f"<tr><td>{html.escape(lane)}</td><td>{p}</td><td>{m}</td></tr>")
+    head = (
+        "<tr><th>lane</th><th>planned busy (model estimate)</th>"
+        f"<th>measured busy, step {last} (CPU wall time)</th></tr>"
+    )
+    return (
+        '<table class="pccx-shares" style="border-collapse:collapse;font-size:12px" '
+        f'cellpadding="3" border="1">{head}{"".join(body)}</table>'
+    )
 
 
 def counters_html(snapshot: dict, lanes: list[str]) -> str:
     """Per-lane counters as an HTML table."""
-    head = "".join(
-        f"<th>{h}</th>" for h in ("lane", "submitted", "running", "done", "erred", "busy s")
-    )
+    cols = ("lane", "submitted", "assigned", "running", "done", "erred", "busy s")
+    head = "".join(f"<th>{h}</th>" for h in cols)
+    # assigned: sent to a worker (queued there or running); running: what the workers say
+    # runs (`pccx_flow.dashboard.running`), "-" when no worker reports it
+    reported = snapshot.get("executing_reported", False)
     body = []
     for lane in lanes:
         c = snapshot["lanes"].get(lane)
         if c is None:
             continue
+        running = f"{c.get('executing', 0):.0f}" if reported else "-"
         body.append(
             f"<tr><td>{html.escape(lane)}</td><td>{c['submitted']:.0f}</td>"
-            f"<td>{c['running']:.0f}</td><td>{c['done']:.0f}</td><td>{c['erred']:.0f}</td>"
+            f"<td>{c['running']:.0f}</td><td>{running}</td>"
+            f"<td>{c['done']:.0f}</td><td>{c['erred']:.0f}</td>"
             f"<td>{c['busy_s']:.3f}</td></tr>"
         )
     return (
@@ -169,7 +235,8 @@ def lanes_doc(scheduler, extra, doc) -> None:
     counters = Div(text="", name="pccx-counters")
     errors = Div(text="", name="pccx-errors")
     lanes = lane_order(recorder.counts, recorder.plan)
-    fig, source = measured_figure(lanes)
+    fig, source, marks = measured_figure(lanes)
+    shares = Div(text="", name="pccx-shares")
     planned = column(planned_view(recorder.plan), name="pccx-planned-holder")
     device = column(device_view_layout(recorder.device), name="pccx-device-holder")
     state = {"cursor": recorder.dropped, "t0": None, "plan": recorder.plan_version,
@@ -195,8 +262,10 @@ def lanes_doc(scheduler, extra, doc) -> None:
         if new:
             if state["t0"] is None:
                 state["t0"] = new[0]["start"]
-            source.stream(row_columns(new, state["t0"]), rollover=20_000)
+            source.stream(row_columns(new, state["t0"]), rollover=KEEP_ROWS)
             state["cursor"] = recorder.dropped + len(recorder.rows)
+            marks.data = step_marks(source.data)
+            shares.text = shares_html(recorder.rows[-KEEP_ROWS:], recorder.plan, lanes)
         if recorder.plan_version != state["plan"]:
             state["plan"] = recorder.plan_version
             planned.children = [planned_view(recorder.plan)]
@@ -206,7 +275,7 @@ def lanes_doc(scheduler, extra, doc) -> None:
 
     update()
     doc.add_root(
-        column(title, header, fig, counters, errors, device, planned, name="pccx-lanes")
+        column(title, header, fig, counters, shares, errors, device, planned, name="pccx-lanes")
     )
     doc.add_periodic_callback(update, POLL_MS)
 
@@ -219,14 +288,17 @@ def lanes_html(snapshot: dict) -> str:
 
     rows = snapshot.get("rows") or []
     lanes = lane_order(snapshot["lanes"], snapshot.get("plan"))
-    fig, source = measured_figure(lanes)
+    fig, source, marks = measured_figure(lanes)
+    rows = rows[-KEEP_ROWS:]
     if rows:
         source.data = row_columns(rows, min(r["start"] for r in rows))
+        marks.data = step_marks(source.data)
     layout = column(
         Div(text=f'<h3 style="margin:4px 0">pccx lanes of the run ({ROUTE})</h3>'),
         Div(text=progress_html(snapshot["progress"])),
         fig,
         Div(text=counters_html(snapshot, lanes)),
+        Div(text=shares_html(rows, snapshot.get("plan"), lanes), name="pccx-shares"),
         Div(text=errors_html(snapshot["errors"])),
         device_view_layout(snapshot.get("device")),
         planned_view(snapshot.get("plan")),

@@ -46,8 +46,11 @@ def install(scheduler) -> LaneRecorder:
     recorder = recorder_of(scheduler)
     if recorder is not None:
         return recorder
+    from pccx_flow.dashboard.running import register_on
+
     recorder = LaneRecorder()
     scheduler.add_plugin(recorder)
+    register_on(scheduler)  # workers then report when a task really runs
     scheduler.http_application.add_handlers(
         r".*", [(JSON_ROUTE, LaneCountsHandler, {"recorder": recorder})]
     )

@@ -79,6 +79,20 @@ def _annotation(graph: nx.DiGraph, node: str, lanes: dict, priority: int | None)
     return ann
 
 
+def heaviest_member(graph: nx.DiGraph, members) -> str:
+    """The member of a fused group whose kernel does the most work (multiply-adds, then
+    bytes it moves), so the lanes page draws the task on the lane of what takes its time,
+    not of its first node (a step's first group, mostly PLE and AltUp GEMVs, was drawn
+    as "dma0 embedding")."""
+
+    def work(node: str) -> tuple[int, int]:
+        a = graph.nodes[node]
+        moved = int(a.get("weight_bytes") or 0) + int(a.get("act_bytes") or 0)
+        return int(a.get("macs") or 0), moved
+
+    return max(members, key=lambda n: (work(n), -members.index(n)))
+
+
 def build_dask_graph(
     graph: nx.DiGraph,
     calls: dict[str, NodeCall],
@@ -136,8 +150,9 @@ def build_fused_dask_graph(
     `workers` is how many threads or worker processes will run the step: the groups are
     shaped for that many, with `grain` seconds charged per task (default
     `pccx_flow.execute.fuse.GRAIN_SECONDS`). A group's key is its root node's key (op and
-    lane of its first member); it carries the root's lane annotations and the highest
-    priority of its members. ``key_of`` maps every member to its group's key; each task
+    lane of its first member); it carries the lane annotations of its heaviest member
+    (`heaviest_member`: where the task's time goes) and the highest priority of its
+    members. ``key_of`` maps every member to its group's key; each task
     returns ``{node: outputs}`` for its members.
     """
     from pccx_flow.execute.fuse import GRAIN_SECONDS, fusion_groups
@@ -164,7 +179,10 @@ def build_fused_dask_graph(
             key, run_group, member_calls, kernels, ctx, weights, ext, *(TaskRef(d) for d in deps)
         )
         priority = max(prio[n] for n in members) if prio else None
-        annotations[key] = _annotation(graph, root, lanes, priority)
+        heavy = heaviest_member(graph, members)
+        annotations[key] = _annotation(graph, heavy, lanes, priority)
+        if len(members) > 1:
+            annotations[key]["node"] = f"{heavy} (+{len(members) - 1} fused)"
     return DaskStep(
         dsk=dsk,
         key_of=key_of,

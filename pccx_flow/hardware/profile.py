@@ -385,8 +385,12 @@ def _read_raw(name_or_path: str | Path) -> tuple[dict, str]:
     path = Path(name_or_path)
     looks_like_path = isinstance(name_or_path, Path) or path.suffix == ".toml" or "/" in str(path)
     if not looks_like_path and not path.exists():
+        from pccx_flow.suggest import did_you_mean
+
+        hint = did_you_mean(str(name_or_path), builtins)
         raise ProfileError(
-            f"unknown hardware profile {str(name_or_path)!r}; built-ins: {', '.join(builtins)},"
+            f"unknown hardware profile {str(name_or_path)!r}{hint}; "
+            f"built-ins: {', '.join(builtins)},"
             " or give the path of a .toml profile file"
         )
     where = str(path)

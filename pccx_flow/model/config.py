@@ -267,4 +267,7 @@ def get_config(name: str) -> Gemma3nConfig:
         return PRESETS[name]
     except KeyError:
         known = ", ".join(sorted(PRESETS))
-        raise ConfigError(f"unknown preset {name!r}; choose one of: {known}") from None
+        from pccx_flow.suggest import did_you_mean
+
+        hint = did_you_mean(name, PRESETS)
+        raise ConfigError(f"unknown preset {name!r}{hint}; choose one of: {known}") from None

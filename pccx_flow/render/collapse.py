@@ -173,7 +173,75 @@ def _group_ids(graph: nx.DiGraph, level: str) -> dict[str, str]:
         ids = {n: macro_of.get(g, g) for n, g in ids.items()}
     if level in ("tiles", "macros"):
         ids = {n: f"{g}[tiles]" if g != n and g in graph else g for n, g in ids.items()}
+    if level == "blocks":
+        ids = split_two_way_blocks(graph, ids)
     return ids
+
+
+def split_two_way_blocks(graph: nx.DiGraph, ids: dict[str, str]) -> dict[str, str]:
+    """Split a block that both feeds and is fed by another block of its layer.
+
+    The `residual` block holds the layer's input norm (read by attention) and the norm after
+    attention (reading it): folded whole, the two blocks got opposite arrows and read as a
+    cycle. The members of such a block that nothing of the other block reaches become a node
+    of their own, named by their common prefix (``L03.residual.input_norm``), so the picture
+    is again a DAG: input norm -> attention -> residual.
+    """
+    out = dict(ids)
+    for _ in range(len(graph)):  # each pass splits one block; a few per layer in practice
+        pair = _two_way_pair(graph, out)
+        if pair is None:
+            return out
+        members: dict[str, list[str]] = {}
+        for node, group in out.items():
+            members.setdefault(group, []).append(node)
+        for group, other in (pair, pair[::-1]):
+            inside = set(members[group])
+            reached = _reached_from(graph, members[other], inside)
+            before = [n for n in members[group] if n not in reached]
+            feeds = any(out[s] == other for n in before for s in graph.successors(n))
+            if before and feeds and len(before) < len(inside):
+                name = _common_prefix(before, group)
+                out.update({n: name for n in before})
+                break
+        else:
+            return out  # cannot happen in a DAG; leave the picture as it is
+    return out
+
+
+def _two_way_pair(graph: nx.DiGraph, ids: dict[str, str]) -> tuple[str, str] | None:
+    """The first two groups joined by edges both ways, if any."""
+    links = {(ids[u], ids[v]) for u, v in graph.edges if ids[u] != ids[v]}
+    return next((pair for pair in sorted(links) if pair[::-1] in links), None)
+
+
+def _reached_from(graph: nx.DiGraph, sources: list[str], within: set[str]) -> set[str]:
+    """The members of `within` reachable from any of `sources` (walking the whole graph)."""
+    seen: set[str] = set()
+    stack = list(sources)
+    visited: set[str] = set(stack)
+    while stack:
+        node = stack.pop()
+        for nxt in graph.successors(node):
+            if nxt not in visited:
+                visited.add(nxt)
+                stack.append(nxt)
+                if nxt in within:
+                    seen.add(nxt)
+    return seen
+
+
+def _common_prefix(nodes: list[str], group: str) -> str:
+    """The longest dotted prefix the node ids share, if longer than `group`; else
+    ``<group>.before``."""
+    parts = [str(n).split(".") for n in nodes]
+    common: list[str] = []
+    for segs in zip(*parts, strict=False):
+        if len(set(segs)) != 1:
+            break
+        common.append(segs[0])
+    name = ".".join(common)
+    return name if len(name) > len(group) and name not in nodes else f"{group}.before"
 
 
 def collapse(graph: nx.DiGraph, level: str) -> tuple[nx.DiGraph, dict[str, str]]:

@@ -374,8 +374,11 @@ def _label(node: str, attrs: dict, level: str, extra: list[str]) -> str:
         )
         lines = [name, _nodes_text(attrs["count"])]
     elif level == "blocks":
-        lines = [style.block_title(attrs.get("block") or "?"), _nodes_text(attrs["count"])]
-        lines.append(_mix_text(attrs["ops"]))
+        title = style.block_title(attrs.get("block") or "?")
+        part = str(node).split(".", 2)[2:]  # a block split in two (collapse.py): its part
+        if part:
+            title = f"{title}: {part[0].replace('_', ' ')}"
+        lines = [title, _nodes_text(attrs["count"]), _mix_text(attrs["ops"])]
     elif attrs.get("macro"):
         times = f" x{attrs['copies']}" if attrs.get("copies", 1) > 1 else ""
         lines = [_short_name(node, attrs), f"{attrs['macro']}{times} ({attrs['count']} instr.)"]
@@ -418,7 +421,8 @@ def _spread_edges(folded: nx.DiGraph, critical_edges: set, limit: int) -> set:
 
 
 def _scope_anchors(folded: nx.DiGraph, hidden: set) -> list[tuple[str, str]]:
-    """Invisible edges that keep each scope below the one before it.
+    """Invisible edges that keep each scope below the one before it: from every last node
+    of a scope to every first node of the next.
 
     A node with no drawn inputs (a MEMSET constant, a cache read) would otherwise float up
     into the previous layer's last rank, which forces `dot` to put the two layer clusters
@@ -428,7 +432,6 @@ def _scope_anchors(folded: nx.DiGraph, hidden: set) -> list[tuple[str, str]]:
     for node, attrs in folded.nodes(data=True):
         by_scope.setdefault(attrs["scope"], []).append(node)
     order = sorted(by_scope, key=scope_sort_key)
-    drawn_in = {v for u, v in folded.edges if (u, v) not in hidden}
     anchors = []
     for before, after in zip(order, order[1:], strict=False):
         sinks = [
@@ -436,8 +439,16 @@ def _scope_anchors(folded: nx.DiGraph, hidden: set) -> list[tuple[str, str]]:
             for n in by_scope[before]
             if not any(folded.nodes[v]["scope"] == before for v in folded.successors(n))
         ]
-        sources = [n for n in by_scope[after] if n not in drawn_in]
-        anchors += [(u, v) for u in sinks[:4] for v in sources]
+        # every node that starts a chain in the later scope (none of its inputs is in that
+        # scope), not only those with no drawn input: a node fed from the middle of the
+        # earlier layer was ranked beside it, and the two layers then stood side by side
+        # (layer 0 top right, layer 1 bottom left)
+        sources = [
+            n
+            for n in by_scope[after]
+            if not any(folded.nodes[u]["scope"] == after for u in folded.predecessors(n))
+        ]
+        anchors += [(u, v) for u in sinks for v in sources]
     return anchors
 
 
@@ -478,6 +489,7 @@ def _add_node(target, folded, node: str, level: str, critical: bool, extra: dict
     dot_attrs = {
         "label": _label(node, attrs, level, extra.get(node, [])),
         "shape": shape,
+        **style.SHAPE_MARGINS.get(shape, {}),
         "fillcolor": fill,
         "fontcolor": style.text_colour(fill),
         "tooltip": _tooltip(node, attrs),
@@ -548,7 +560,9 @@ def _add_legend(dot: graphviz.Digraph, folded: nx.DiGraph) -> None:
             rows[0].append(name)
         for op in ops:
             name = f"legend_op_{op}"
-            legend.node(name, label=op, shape=style.op_shape(op), style="filled", fillcolor="white")
+            shape = style.op_shape(op)
+            legend.node(name, label=op, shape=shape, style="filled", fillcolor="white",
+                        **style.SHAPE_MARGINS.get(shape, {}))  # fmt: skip
             rows[1].append(name)
         if any(a.get("count", 1) > 1 and a.get("op") is None for _, a in folded.nodes(data=True)):
             legend.node(
@@ -557,6 +571,7 @@ def _add_legend(dot: graphviz.Digraph, folded: nx.DiGraph) -> None:
                 shape=style.GROUP_SHAPE,
                 style="filled",
                 fillcolor="white",
+                **style.SHAPE_MARGINS.get(style.GROUP_SHAPE, {}),
             )
             rows[1].append("legend_group")
         legend.node(

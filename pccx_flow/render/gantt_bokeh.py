@@ -150,6 +150,7 @@ def schedule_figure(data: GanttData, *, width: int = 1300, title: bool = True):
         )
     fig.add_tools(HoverTool(renderers=[bars], tooltips=tooltips, formatters=formatters))
     _layer_lines(fig, data, width)
+    _legend_in_block_order(fig.legend[0])
     fig.legend.orientation = "horizontal"
     fig.legend.label_text_font_size = "9pt"
     fig.legend.click_policy = "hide"
@@ -226,3 +227,17 @@ def _escape(text: str) -> str:
     import html
 
     return html.escape(text)
+
+
+def _legend_in_block_order(legend) -> None:
+    """Legend entries in the step's block order (Bokeh groups them alphabetically): the
+    palette keeps neighbours in that order far apart (ΔE >= 20, `render.style`)."""
+    from pccx_flow.graph.nodes import BLOCKS
+
+    rank = {style.block_title(b): k for k, b in enumerate(BLOCKS)}
+
+    def text(item) -> str:
+        label = item.label
+        return str(getattr(label, "value", None) or (label or {}).get("value", ""))
+
+    legend.items = sorted(legend.items, key=lambda it: rank.get(text(it), len(rank)))

@@ -1,11 +1,13 @@
 """The static Gantt chart (``.svg`` / ``.png``), drawn by matplotlib from `GanttData`.
 
 The same picture as the Bokeh page (`pccx_flow.render.gantt_bokeh`) minus the interaction:
-one row per lane with its busy share, bars coloured by block, critical bars outlined and
-underlined by a black strip, dashed lines where layers start, cycles below and µs above,
+one row per lane with its busy share, bars coloured by block (no outline, so a bar a few
+pixels wide keeps its colour), critical bars marked by a black strip under them, dashed
+lines where layers start with labels that never collide, cycles below and µs above,
 the model-estimate subtitle, a block legend, and one extra panel per occupancy row (the
-weight ports first). The height follows the rows: each lane gets at least `ROW_PX` and each
-occupancy panel `OCCUPANCY_PX`, so short lanes (sfu, host) stay readable rows. SVG
+weight ports first), each labelled with its capacity. The height follows the rows: each
+lane gets at least `ROW_PX` and each occupancy panel `OCCUPANCY_PX`, so short lanes (sfu,
+host) stay readable rows. SVG
 keeps text as text (searchable, and testable) and is written without a date, so
 regenerating an unchanged chart gives the same file.
 """
@@ -30,6 +32,13 @@ WIDTH_IN = 15.0
 DPI = 100
 ROW_PX = 32  # the least height of a lane's row, in pixels at DPI (points x 100/72 in SVG)
 OCCUPANCY_PX = 90  # the least height of an occupancy row's panel
+LAYER_LABEL_PT = 9  # layer labels ("L12") above the lanes: legible, not 7 pt
+LAYER_LABEL_PX = 40  # at least this many pixels from one layer label to the next
+
+
+def _amount(value: float) -> str:
+    """A capacity as people write it: ``2``, ``1,792``, ``2.5``."""
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.3g}"
 
 
 def blocks_present(data: GanttData) -> list[str]:
@@ -121,15 +130,17 @@ def gantt_figure(data: GanttData):
             [(b["start"], max(b["finish"] - b["start"], min_w)) for b in bars],
             (y - 0.36, 0.72),
             facecolors=[style.block_colour(b["block"]) for b in bars],
-            edgecolors=["#000000" if b["critical"] else "none" for b in bars],
-            linewidths=[0.6 if b["critical"] else 0 for b in bars],
+            edgecolors="none",
+            linewidths=0,
             gid=f"lane-{data.lanes[row]['name']}",
         )
+        # The critical path is a strip under the bars, never an outline: a black outline
+        # drowned the colour of bars a few pixels wide (sfu, dma, host) in black.
         crit = [b for b in bars if b["critical"]]
         if crit:
             ax.broken_barh(
                 [(b["start"], max(b["finish"] - b["start"], min_w)) for b in crit],
-                (y - 0.5, 0.12),
+                (y - 0.5, 0.1),
                 facecolors="#000000",
                 gid=f"critical-{data.lanes[row]['name']}",
             )
@@ -139,12 +150,14 @@ def gantt_figure(data: GanttData):
     for i in range(rows):
         if i % 2:
             ax.axhspan(i - 0.5, i + 0.5, color="#f2f2f2", zorder=0)
-    per_label = span / (WIDTH_IN * DPI) * 22
+    # a label every few layers, spaced by its own width so none collides with the next
+    per_label = span / (WIDTH_IN * DPI * 0.85) * LAYER_LABEL_PX
     last = -1e18
     for layer, start in data.layers:
         ax.axvline(start, color="#777777", linestyle=(0, (4, 3)), linewidth=0.7, zorder=1)
         if start - last >= per_label:
-            ax.text(start, rows - 0.35, f"L{layer}", fontsize=7, color="#555555", va="bottom")
+            ax.text(start, rows - 0.3, f"L{layer}", fontsize=LAYER_LABEL_PT, color="#333333",
+                    va="bottom", ha="left", gid=f"layer-label-{layer}")  # fmt: skip
             last = start
     if data.core_hz:
         hz = data.core_hz
@@ -162,15 +175,22 @@ def gantt_figure(data: GanttData):
             occ_ax.add_patch(Polygon(outline, closed=True, facecolor="#4e79a7", alpha=0.8,
                                      linewidth=0, gid=f"occupancy-{occ.name}"))  # fmt: skip
         occ_ax.axhline(occ.capacity, color="#e15759", linestyle="--", linewidth=0.8)
+        occ_ax.text(span, occ.capacity, f"capacity {_amount(occ.capacity)} {occ.unit}".rstrip(),
+                    fontsize=8, color="#b0282a", ha="right", va="top",
+                    gid=f"capacity-{occ.name}")  # fmt: skip
         label = f"{occ.name}\n({occ.unit})" if occ.unit else occ.name.replace(" ", "\n", 1)
+        label += f"\ncapacity {_amount(occ.capacity)}"
         occ_ax.set_ylabel(label, fontsize=9, rotation=0, ha="right", va="center")
         occ_ax.set_ylim(0, max([occ.capacity, *ys]) * 1.08 or 1)
     axes[-1][0].set_xlabel("cycles (model estimate)", fontsize=9)
     handles = [Patch(color=style.block_colour(b), label=style.block_title(b))
                for b in blocks_present(data)]  # fmt: skip
     handles.append(Patch(color="#000000", label="critical path"))
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 8),
-               fontsize=8, frameon=False)  # fmt: skip
+    # One row in the step's block order: neighbours in the legend are neighbours in the
+    # palette's rules (ΔE ≥ 20), which a wrapped, column-filled grid would not keep.
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8,
+               frameon=False, handlelength=1.4, handletextpad=0.5, columnspacing=1.1,
+               )  # fmt: skip
     fig.suptitle(f"{data.title}\n{data.subtitle}", fontsize=10, x=0.01, ha="left")
     fit_rows(fig, [a[0] for a in axes], needed)
     return fig

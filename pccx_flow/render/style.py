@@ -6,10 +6,13 @@ colours (Gantt bars are coloured by what part of the step they belong to); ops g
 shapes (so GEMV, CVO, MEMCPY, MEMSET and HOST steps can be told apart in black and white).
 
 Colours are chosen to stay apart for readers with protanopia, deuteranopia or tritanopia
-too: lanes use the Okabe-Ito palette; blocks come from Paul Tol's and Okabe-Ito's
-colour-blind safe palettes, picked so that the eight blocks of a layer (which stand side by
-side in a Gantt row) differ by CIEDE2000 ΔE ≥ 15 under every simulated colour vision, and all
-twelve by ≥ 7.5 (`tests/render/test_style.py` measures it).
+too: lanes use the Okabe-Ito palette. Block colours are bars, often thinner than a pixel
+column, on a white page, so each has a WCAG contrast of at least 3:1 against white (a pale
+bar vanished); blocks next to each other in the legend (the step's block order) differ by
+CIEDE2000 ΔE ≥ 20; the eight blocks of a layer (which stand side by side in a Gantt row)
+differ by ΔE ≥ 15 under every simulated colour vision, and all twelve by ≥ 7.5. The twelve
+were searched for among OKLCH colours meeting those rules, the big blocks (attention, FFN)
+given the clearest hues; `tests/render/test_style.py` measures every rule.
 """
 
 from __future__ import annotations
@@ -33,19 +36,19 @@ LAYER_BLOCKS = (
 
 BLOCK_COLOURS: dict[str, str] = {
     # once per step
-    "embed": "#bbcc33",  # lime
-    "altup_init": "#ffaabb",  # pink
-    "ple_pre": "#33bbee",  # cyan
-    "final": "#aa3377",  # purple
+    "embed": "#435bf5",  # bright blue
+    "altup_init": "#6e7655",  # olive
+    "ple_pre": "#4c425f",  # dark purple
+    "final": "#78292e",  # maroon
     # every layer
-    "const": "#eedd88",  # light yellow
-    "altup_pred": "#99ddff",  # light blue
-    "attn": "#0072b2",  # blue
-    "laurel": "#44aa99",  # teal
-    "residual": "#332288",  # indigo
-    "ffn": "#cc6677",  # rose
-    "altup_corr": "#882255",  # wine
-    "ple_mix": "#999933",  # olive
+    "const": "#879777",  # sage
+    "altup_pred": "#7a5867",  # plum
+    "attn": "#2694f3",  # sky blue
+    "laurel": "#ba0d01",  # red
+    "residual": "#585aa0",  # slate blue
+    "ffn": "#f05810",  # orange
+    "altup_corr": "#2422c0",  # indigo
+    "ple_mix": "#a6859a",  # mauve
 }
 
 BLOCK_TITLES: dict[str, str] = {
@@ -78,6 +81,15 @@ OP_SHAPES: dict[str, str] = {
 
 # Shape of a collapsed node that folds several op kinds.
 GROUP_SHAPE = "component"
+
+# Graphviz sizes a node from its label's box, but some shapes draw over part of that box:
+# the arrow head of `cds` (MEMCPY) and the two tabs of `component` (a folded group) covered
+# the ends of the longest line. A wider margin (inches, horizontal,vertical) keeps the
+# label inside what the shape leaves free.
+SHAPE_MARGINS: dict[str, dict[str, str]] = {
+    "cds": {"margin": "0.2,0.08"},
+    "component": {"margin": "0.16,0.04"},
+}
 
 # Critical-path emphasis.
 CRITICAL_PENWIDTH = "3.5"

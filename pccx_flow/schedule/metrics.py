@@ -731,6 +731,10 @@ def schedule_metrics(schedule: Schedule, problem: SchedulingProblem, profile: An
         "profile": schedule.profile,
         "nodes": len(problem),
         "edges": problem.graph.number_of_edges(),
+        # edges the scheduler added for L2 (KV read-ahead), not data: `check` counts none
+        "order_only_edges": sum(
+            1 for _, _, d in problem.graph.edges(data=True) if d.get("order_only")
+        ),
         "lanes": len(problem.lanes),
         "makespan_cycles": span,
         "bounds_cycles": bounds,

@@ -151,8 +151,11 @@ def load_policy_class(spec: str) -> Any:
             if obj is None:
                 raise PolicyError(f"module {module_name!r} has no attribute {attr!r}")
         return obj
+    from pccx_flow.suggest import did_you_mean
+
+    hint = did_you_mean(spec, [*BUILTIN_POLICIES, *plugin_entry_points()])
     raise PolicyError(
-        f"unknown policy {spec!r}; choose one of: {_known_names()} "
+        f"unknown policy {spec!r}{hint}; choose one of: {_known_names()} "
         f"(or give package.module:ClassName)"
     )
 

@@ -46,10 +46,11 @@ def format_summary(metrics: dict, context: dict | None = None, *, top_lanes: int
     graph_bits = [f"{k} {ctx[k]}" for k in keys if ctx.get(k) is not None]
     if graph_bits:
         lines.append(f"graph     {', '.join(graph_bits)}")
-    lines.append(
-        f"size      {metrics['nodes']:,} nodes, {metrics['edges']:,} edges, "
-        f"{metrics['lanes']} lanes"
-    )
+    extra = metrics.get("order_only_edges") or 0
+    edges = f"{metrics['edges'] - extra:,} edges"
+    if extra:  # `check` counts the graph's edges; these come from the L2 model
+        edges += f" + {extra:,} order-only (L2 read-ahead)"
+    lines.append(f"size      {metrics['nodes']:,} nodes, {edges}, {metrics['lanes']} lanes")
     if hz and ctx.get("partial"):
         lines.append(f"makespan  {span:,} cycles = {_us(span, hz)} for layers {ctx.get('layers')}")
         lines.append(f"          ({est}, {hz / 1e6:g} MHz core)")

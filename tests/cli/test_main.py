@@ -142,3 +142,29 @@ def test_sigint_during_run_dashboard_is_one_line():
     finally:
         proc.kill()
     assert (proc.returncode, err) == (130, "pccx-flow: interrupted\n")
+
+
+@pytest.mark.slow
+def test_ctrl_c_of_a_compare_with_workers_is_one_line_once(tmp_path):
+    """Ctrl-C in a terminal reaches the whole process group: the command and the Dask
+    worker processes it spawned. Only the command says so."""
+    journal = tmp_path / "sweep.jsonl"
+    argv = ["compare", "--dags", "random:400", "--policies", "all", "--workers", "2",
+            "--exact-max-nodes", "0", "--results", str(journal), "--no-progress"]  # fmt: skip
+    proc = subprocess.Popen(
+        [*COMMAND, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env=ENV, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not (journal.exists() and journal.read_text().count("\n") >= 1):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGINT)  # what the terminal does
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert (proc.returncode, err) == (130, "pccx-flow: interrupted\n")

@@ -104,3 +104,52 @@ def test_capacity_bounds_never_exceed_the_optimum_within_the_capacity(problem):
     assert any(b.startswith("capacity_chain:") for b in bounds)
     for name, bound in bounds.items():
         assert bound <= opt, (name, bound, opt)
+
+
+CTRL_C_IN_A_SOLVE = """
+import os, signal, sys, threading
+from ortools.sat.python import cp_model
+from pccx_flow.compare.exact import _solve
+
+m = cp_model.CpModel()
+xs = [m.NewIntVar(0, 10**6, f"x{i}") for i in range(60)]
+for i in range(59):
+    m.Add(xs[i] != xs[i + 1])
+m.Add(sum(xs) == 12345678)
+m.Minimize(sum(x * (i % 7 + 1) for i, x in enumerate(xs)))
+solver = cp_model.CpSolver()
+solver.parameters.max_time_in_seconds = 300
+solver.parameters.log_search_progress = True
+solver.parameters.log_to_stdout = False
+started = threading.Event()
+solver.log_callback = lambda _line: started.set()
+def ctrl_c():
+    started.wait()
+    os.kill(os.getpid(), signal.SIGINT)
+threading.Thread(target=ctrl_c, daemon=True).start()
+try:
+    _solve(solver, m)
+except KeyboardInterrupt:
+    print("interrupted", [t.name for t in threading.enumerate() if t.name == "cp-sat"])
+    sys.exit(0)
+print("the solve ran on")
+"""
+
+
+def test_ctrl_c_during_a_solve_interrupts_the_command_and_exits_cleanly():
+    """CP-SAT's own SIGINT handler only ended the search: a sweep ran on and exited 0. Now
+    Ctrl-C (sent once the search is running) reaches Python as KeyboardInterrupt, the solver
+    thread is gone, and the process exits normally (no C++ terminate at shutdown)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, "-c", CTRL_C_IN_A_SOLVE], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    assert (proc.returncode, proc.stdout) == (0, "interrupted []\n"), proc.stderr[-300:]

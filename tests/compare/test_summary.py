@@ -59,3 +59,15 @@ def test_long_policy_names_keep_the_columns_aligned():
     for row in rows:  # the mean ratio ends under the header's "mean"
         assert row[end_of_mean - 5 : end_of_mean].strip().replace(".", "").isdigit(), row
         assert row[end_of_mean] == " "
+
+
+def test_every_column_of_the_table_has_its_own_name():
+    text = format_tables(summarize(RECORDS, ["x", "y"]))
+    header = next(line for line in text.splitlines() if line.startswith("policy"))
+    names = ["policy", "mean", "median", "worst", "wins", "vs LB", "vs opt", "opt worst", "sched s"]
+    assert [n for n in names if n in header] == names
+    assert header.count("worst") == 2 and header.count(" worst") == 2  # "worst", "opt worst"
+    row = next(line for line in text.splitlines() if line.startswith("y "))
+    assert row.split()[-3:-1] == ["1.100", "1.200"]  # vs opt mean, opt worst under their names
+    at = header.index("opt worst") + len("opt worst")
+    assert row[:at].rstrip().endswith("1.200")

@@ -102,6 +102,10 @@ def test_browser_draws_lane_rows_during_a_run(lanes_cluster, tiny_ckpt, browser,
     drawn = WebDriverWait(browser, 60, poll_frequency=0.2).until(
         lambda d: (d.execute_script(DRAWN) or 0) > 0 and d.execute_script(DRAWN)
     )
+    out_dir = Path(os.environ.get("PCCX_SCREENSHOT_DIR") or tmp_path)
+    if runner.is_alive():  # the page while the run goes on (the docs show this picture)
+        time.sleep(0.6)
+        assert browser.save_screenshot(str(out_dir / "dashboard-lanes-mid-run.png"))
     runner.join(180)
     assert not runner.is_alive() and not errors, errors
     assert loaded_during_run, "the run ended before the page was opened"
@@ -116,7 +120,6 @@ def test_browser_draws_lane_rows_during_a_run(lanes_cluster, tiny_ckpt, browser,
     )
     assert drawn > 0 and lanes_with_tasks <= set(lanes)
     assert {"gemv0", "sfu0", "dma0", "host0"} <= set(lanes)
-    out_dir = Path(os.environ.get("PCCX_SCREENSHOT_DIR") or tmp_path)
     shot = out_dir / "dashboard-lanes.png"
     assert browser.save_screenshot(str(shot))
     # Drawn, not just served: block-coloured bars on screen in several rows (measured rows
@@ -174,3 +177,119 @@ def test_browser_draws_planned_beside_device_bars(tiny_ckpt, tiny_ckpt_dir, brow
     for colour in COLOURS.values():  # both sides drawn, not only served (bars are thin:
         rgb = tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))  # edges blend)
         assert any(sum(abs(a - b) for a, b in zip(px, rgb, strict=True)) < 60 for px in seen)
+
+
+LINK_AT_POINT = """
+const a = document.querySelector('#pccx-lanes-link a');
+if (!a) return null;
+const r = a.getBoundingClientRect();
+const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+return [r.width, r.height, hit === a];
+"""
+
+
+def test_browser_shows_the_reports_link_and_it_opens_the_lanes_page(
+    lanes_cluster, tiny_config, browser, tmp_path
+):
+    """The `--report` page, opened from disk: the link to the lanes page is on screen (in
+    the body, not in Bokeh's inlined script), nothing covers it, and a click opens the page."""
+    from types import SimpleNamespace
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from pccx_flow.cli.run import _report
+    from pccx_flow.execute.executor import execute_step
+    from pccx_flow.execute.state import new_decode_state
+    from tests.execute.test_executor_machinery import handmade_graph
+
+    _, client = lanes_cluster
+    report = tmp_path / "run.html"
+    state = new_decode_state(tiny_config, "pccx")
+    with _report(SimpleNamespace(report=str(report)), client):
+        execute_step(handmade_graph(tiny_config, 0), None, state, kernels="handmade",
+                     client=client)  # fmt: skip
+    browser.get(report.as_uri())
+    width, height, on_top = WebDriverWait(browser, 60, poll_frequency=0.2).until(
+        lambda d: d.execute_script(LINK_AT_POINT)
+    )
+    link = browser.find_element(By.CSS_SELECTOR, "#pccx-lanes-link a")
+    assert link.is_displayed() and width > 20 and height > 5 and on_top
+    assert link.text == "run.lanes.html"
+    out_dir = Path(os.environ.get("PCCX_SCREENSHOT_DIR") or tmp_path)
+    time.sleep(1.0)  # Bokeh has laid out the report's panels
+    assert browser.save_screenshot(str(out_dir / "dashboard-report.png"))
+    link.click()
+    WebDriverWait(browser, 30, poll_frequency=0.2).until(
+        lambda d: d.current_url.endswith("run.lanes.html")
+        and d.execute_script(DRAWN) not in (None, -1)
+    )
+
+
+def _narrow_task_snapshot() -> dict:
+    """Three steps of 0.3 ms tasks spread over 15 s on three lanes, one block per lane: the
+    shape of a real CPU run, where tasks are far narrower than a pixel."""
+    rows = []
+    for step in (1, 2, 3):
+        for lane, block in (("gemv0", "ffn"), ("sfu0", "attn"), ("host0", "final")):
+            for i in range(10):
+                start = 1000.0 + (step - 1) * 5.0 + i * 0.45 + (0.1 if lane == "sfu0" else 0)
+                rows.append({"lane": lane, "lane_class": lane[:-1], "step": step,
+                             "node": f"L0{i}.{block}.x", "layer": i, "block": block,
+                             "op": "GEMV", "kernel": "k", "key": f"k{step}{lane}{i}",
+                             "start": start, "stop": start + 0.0003})  # fmt: skip
+    counters = {"submitted": 30, "running": 0, "done": 30, "erred": 0, "busy_s": 0.009}
+    return {
+        "lanes": {lane: dict(counters) for lane in ("gemv0", "sfu0", "host0")},
+        "progress": {"layers_done": 10, "n_layers": 10, "tasks_done": 30, "tasks": 30,
+                     "step": 3, "steps": 3},
+        "errors": [], "rows": rows, "plan": None, "device": None,
+    }  # fmt: skip
+
+
+MEASURED_BOX = """
+const doc = window.Bokeh && Bokeh.documents && Bokeh.documents[0];
+if (!doc) return null;
+const fig = doc.get_model_by_name("pccx-measured");
+const view = fig && Bokeh.index.find_one(fig);
+if (!view) return null;
+const r = view.el.getBoundingClientRect();
+const f = view.frame.bbox;
+return [r.left + f.left, r.top + f.top, f.width, f.height];
+"""
+
+
+def test_browser_shows_every_measured_task_with_a_visible_width(browser, tmp_path):
+    """A 0.3 ms task in a 15 s chart is 0.03 px: drawn as is, the chart was nearly white.
+    On screen each lane now shows each of its tasks at least a few pixels wide."""
+    from PIL import Image
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from pccx_flow.dashboard.page import MIN_BAR_PX, lanes_html
+
+    page = tmp_path / "lanes.html"
+    snapshot = _narrow_task_snapshot()
+    page.write_text(lanes_html(snapshot), encoding="utf-8")
+    browser.get(page.as_uri())
+    left, top, width, height = WebDriverWait(browser, 60, poll_frequency=0.2).until(
+        lambda d: d.execute_script(MEASURED_BOX)
+    )
+    time.sleep(0.5)
+    shot = tmp_path / "narrow.png"
+    assert browser.save_screenshot(str(shot))
+    img = Image.open(shot).convert("RGB")
+    scale = img.width / browser.execute_script("return window.innerWidth")
+    box = [int(v * scale) for v in (left, top, left + width, top + height)]
+    frame = img.crop(box)
+    for block, n_tasks in (("ffn", 30), ("attn", 30), ("final", 30)):
+        rgb = tuple(int(style.block_colour(block)[i : i + 2], 16) for i in (1, 3, 5))
+        columns = {
+            x for x in range(frame.width) for y in range(0, frame.height, 2)
+            if sum(abs(a - b) for a, b in zip(frame.getpixel((x, y)), rgb, strict=True)) < 40
+        }  # fmt: skip
+        # each task's tick is MIN_BAR_PX CSS pixels wide (edges blend): most columns show
+        assert len(columns) >= n_tasks * (MIN_BAR_PX - 1) * scale, (block, len(columns))
+    marks = browser.execute_script(
+        'return Array.from(Bokeh.documents[0].get_model_by_name("pccx-step-marks").data.x);'
+    )
+    assert len(marks) == 3  # one dashed line where each step starts

@@ -72,3 +72,27 @@ def test_scheduler_without_the_page_is_one_line_and_the_run_goes_on(capsys):
         assert "--preload pccx_flow.dashboard.preload" in err[0]
     finally:
         cluster.close()
+
+
+def test_running_is_what_the_workers_report_running(lanes_cluster, tiny_config):
+    """Every task the recorder saw finish or fail was first reported running by its worker
+    (the reporter the preload installs); none is left running once the step is done."""
+    import time
+
+    from tests.execute.test_executor_machinery import handmade_graph
+
+    _, client = lanes_cluster
+    state = new_decode_state(tiny_config, "pccx")
+    execute_step(handmade_graph(tiny_config, 0), None, state, kernels="handmade",
+                 client=client)  # fmt: skip
+    deadline = time.monotonic() + 30
+    while True:  # the workers' events travel in batches: wait for the last ones
+        snap = fetch(client)
+        lanes = snap["lanes"].values()
+        settled = all(c["executing"] == 0 and c["started"] == c["done"] + c["erred"]
+                      for c in lanes)  # fmt: skip
+        if settled or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert snap["executing_reported"] and settled, snap["lanes"]
+    assert sum(c["started"] for c in lanes) > 0

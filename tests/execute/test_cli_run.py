@@ -114,3 +114,24 @@ def test_run_on_a_scheduler_address(tiny_ckpt, tiny_ckpt_dir, capsys):
     out = capsys.readouterr().out
     assert rc == 0 and "(distributed;" in out
     assert _generated(out) == reference_generate(tiny_ckpt, [2], 2).tokens
+
+
+def test_every_run_option_has_help(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = capsys.readouterr().out
+    assert "gemma3n: the published Gemma 3n" in " ".join(text.split())
+
+
+def test_a_failed_float32_check_points_at_float64_and_the_tolerance(tiny_ckpt, capsys):
+    rc = main(["run", "--synthetic", "tiny", "--prompt-ids", "2", "--steps", "1", "--check",
+               "--tolerance", "1e-15", "--no-progress"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 1 and "check against the reference decode: FAILED" in out
+    hint = out.strip().splitlines()[-1]
+    assert "--precision float64" in hint and "--tolerance above" in hint
+    largest = float(hint.split("--tolerance above ")[1].split()[0])
+    assert largest > 1e-15
+    rc = main(["run", "--synthetic", "tiny", "--prompt-ids", "2", "--steps", "1", "--check",
+               "--no-progress"])  # fmt: skip
+    assert rc == 0 and "--tolerance above" not in capsys.readouterr().out

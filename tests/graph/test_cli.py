@@ -124,6 +124,15 @@ def test_help_shows_examples(capsys):
         assert "examples:" in capsys.readouterr().out
 
 
+def test_each_graph_action_shows_its_own_examples(capsys):
+    for action, other in (("kernels", "graph export"), ("export", "graph kernels")):
+        with pytest.raises(SystemExit):
+            main(["graph", action, "--help"])
+        text = capsys.readouterr().out
+        assert f"pccx-flow graph {action}" in text.split("examples:")[1]
+        assert other not in text
+
+
 def test_check_graph_file_refuses_build_options_it_would_ignore(capsys, tmp_path):
     out = tmp_path / "t.json"
     assert main(["graph", "export", "--preset", "tiny", "--no-progress", "-o", str(out)]) == 0

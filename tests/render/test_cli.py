@@ -1,6 +1,8 @@
 """`pccx-flow render` end to end with the real graph builder, scheduler and `dot`."""
 
+import re
 import shutil
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -20,8 +22,8 @@ TINY_LAST = 63  # the CLI's default position on tiny: its last KV slot
 def test_one_tiny_layer_in_full_detail(tmp_path, capsys):
     out = tmp_path / "l3.svg"
     assert main(["render", "--preset", "tiny", "--layer", "3", "-o", str(out)]) == 0
-    stdout = capsys.readouterr().out
-    assert "collapse level none (picked automatically)" in stdout
+    seen = capsys.readouterr()
+    assert "collapse level none (picked automatically)" in seen.err and not seen.out
     svg = parse_svg(out)
     graph = build_decode_graph("tiny", layers=(3, 4), position=TINY_LAST)
     assert drawn_nodes(svg) == {n for n, a in graph.nodes(data=True) if a["layer"] == 3}
@@ -36,11 +38,14 @@ def test_one_tiny_layer_in_full_detail(tmp_path, capsys):
 def test_whole_tiny_step_by_block(tmp_path, capsys):
     out = tmp_path / "step.svg"
     assert main(["render", "--preset", "tiny", "--collapse", "blocks", "-o", str(out)]) == 0
-    assert "collapse level blocks (as asked)" in capsys.readouterr().out
+    assert "collapse level blocks (as asked)" in capsys.readouterr().err
     graph = build_decode_graph("tiny", position=TINY_LAST)
     blocks = {(n.split(".")[0], a["block"]) for n, a in graph.nodes(data=True)}
     svg = parse_svg(out)
-    assert drawn_nodes(svg) == {f"{scope}.{block}" for scope, block in blocks}
+    # the residual block's input norm (read by attention) is a node of its own: folded into
+    # the residual block it drew two opposite arrows between attention and residual
+    norms = {f"L{i:02d}.residual.input_norm" for i in range(10)}
+    assert drawn_nodes(svg) == {f"{scope}.{block}" for scope, block in blocks} | norms
     assert {f"cluster_L{i:02d}" for i in range(10)} <= set(svg["clusters"])
 
 
@@ -86,7 +91,7 @@ def test_profile_bolds_the_min_cost_critical_path(tmp_path):
 def test_one_e4b_layer_folds_tiles_and_macros_and_shows_shapes_and_costs(tmp_path, capsys):
     out = tmp_path / "l7.svg"
     assert main(["render", "--layer", "7", "-o", str(out)]) == 0
-    assert "collapse level macros (picked automatically)" in capsys.readouterr().out
+    assert "collapse level macros (picked automatically)" in capsys.readouterr().err
     svg = parse_svg(out)
     gate = svg["nodes"]["L07.ffn.gate"]["texts"]
     assert "GEMV x32 tiles" in gate  # 16384 rows / 512
@@ -163,3 +168,33 @@ def test_help_shows_examples(capsys):
     assert exit_.value.code == 0
     text = capsys.readouterr().out
     assert "examples:" in text and "pccx-flow render --preset tiny --layer 3 -o tiny3.svg" in text
+
+
+def _layer_boxes(path) -> dict[str, tuple[float, float, float, float]]:
+    """(left, right, top, bottom) of each layer cluster of an SVG render."""
+    svg = "{http://www.w3.org/2000/svg}"
+    boxes = {}
+    for g in ET.parse(path).getroot().iter(f"{svg}g"):
+        title = g.find(f"{svg}title")
+        if g.get("class") != "cluster" or not re.fullmatch(r"cluster_L\d\d", title.text or ""):
+            continue
+        shape = g.find(f"{svg}path")
+        text = shape.get("d") if shape is not None else g.find(f"{svg}polygon").get("points")
+        nums = [float(v) for v in re.findall(r"-?\d+(?:\.\d+)?", text)]
+        xs, ys = nums[0::2], nums[1::2]
+        boxes[title.text] = (min(xs), max(xs), min(ys), max(ys))
+    return boxes
+
+
+@needs_dot
+@pytest.mark.parametrize("preset", ["tiny", "e4b"])
+def test_layers_read_top_to_bottom_not_as_a_staircase(preset, tmp_path):
+    out = tmp_path / "s.svg"
+    argv = ["render", "--preset", preset, "--layers", "0:2", "--policy", "critical-path",
+            "-o", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    boxes = _layer_boxes(out)
+    (l0, r0, _, b0), (l1, r1, t1, _) = boxes["cluster_L00"], boxes["cluster_L01"]
+    assert b0 <= t1  # layer 1 wholly below layer 0
+    overlap = min(r0, r1) - max(l0, l1)
+    assert overlap >= 0.5 * min(r0 - l0, r1 - l1)  # one above the other, not side by side

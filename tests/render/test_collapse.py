@@ -130,3 +130,29 @@ def test_drop_fanout_leaves_out_nodes_that_feed_too_many():
 def test_unknown_level_is_a_render_error():
     with pytest.raises(RenderError, match="unknown collapse level 'pages'"):
         check_level("pages")
+
+
+def test_blocks_view_has_no_two_way_arrows_and_stays_a_dag():
+    """Folded whole, the residual block (input norm before attention, post-attention norm
+    after it) and attention fed each other: two opposite arrows that read as a cycle."""
+    import networkx as nx
+
+    from pccx_flow.graph.build import build_decode_graph
+
+    graph = build_decode_graph("tiny", position=7)
+    folded, group_of = collapse(graph, "blocks")
+    assert nx.is_directed_acyclic_graph(folded)
+    assert not [(u, v) for u, v in folded.edges if folded.has_edge(v, u)]
+    assert folded.has_edge("L03.residual.input_norm", "L03.attn")
+    assert folded.has_edge("L03.attn", "L03.residual")
+    assert group_of["L03.residual.input_norm.gamma"] == "L03.residual.input_norm"
+    assert folded.nodes["L03.residual.input_norm"]["block"] == "residual"
+
+
+def test_a_split_block_is_labelled_with_its_part(tmp_path):
+    from pccx_flow.graph.build import build_decode_graph
+    from pccx_flow.render.dag import build_dag_picture
+
+    graph = build_decode_graph("tiny", layers=(3, 4), position=7)
+    picture = build_dag_picture(graph, level="blocks")
+    assert 'label="residual + merge: input norm' in picture.source

@@ -245,3 +245,58 @@ def test_a_one_layer_picture_wraps_at_the_ffn():
     assert wrapped and set(wrapped) == set(into_ffn) - set(from_ffn_block)
     two = build_dag_picture(layer_view(g, (3, 5)), level="macros").source
     assert "constraint=false" not in two  # several layers stack as before
+
+
+LIBERATION = "/usr/share/fonts/truetype/liberation2/LiberationSans-Regular.ttf"
+
+
+def _polygon_xs(el) -> list[tuple[float, float]]:
+    return [tuple(map(float, p.split(","))) for p in el.get("points").split()]
+
+
+@needs_dot
+@pytest.mark.skipif(
+    not shutil.os.path.exists(LIBERATION),
+    reason="needs the Liberation Sans font (Graphviz's Helvetica here)",
+)
+def test_memcpy_and_folded_group_labels_stay_inside_their_shape(tmp_path):
+    """Measured on the SVG: each text line's width (from the font Graphviz used) fits
+    between a MEMCPY arrow's left edge and where its head starts, and right of a folded
+    group's tabs; the last line's baseline is inside the shape."""
+    from PIL import ImageFont
+
+    from pccx_flow.cli.main import main
+
+    out = tmp_path / "l7.svg"
+    assert main(["render", "--layer", "7", "-o", str(out)]) == 0
+    font = ImageFont.truetype(LIBERATION, 10)
+    svg = "{http://www.w3.org/2000/svg}"
+    checked = {"cds": 0, "component": 0}
+    for node in ET.parse(out).getroot().iter(f"{svg}g"):
+        if node.get("class") != "node":
+            continue
+        polygon = next(node.iter(f"{svg}polygon"), None)
+        texts = list(node.iter(f"{svg}text"))
+        if polygon is None or not texts:
+            continue
+        pts = _polygon_xs(polygon)
+        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+        tabs = list(node.iter(f"{svg}polyline"))
+        if len(pts) == 6 and len(tabs) == 0:  # cds: a box and an arrow head to the right
+            kind, left, right = "cds", min(xs), sorted(set(xs))[-2]
+        elif len(tabs) == 2 and len(pts) == 13:  # component: two tabs on the left edge
+            kind = "component"
+            tab_xs = [float(p.split(",")[0]) for t in tabs for p in t.get("points").split()]
+            assert min(tab_xs) <= min(xs) + 4.5  # the tabs are at the left edge
+            tab_right = max(tab_xs)
+            width = float(tabs[0].get("stroke-width") or 1)
+            left, right = tab_right + width / 2, max(xs)
+        else:
+            continue
+        for t in texts:
+            half = font.getlength(t.text or "") / 2
+            x = float(t.get("x"))
+            assert left <= x - half and x + half <= right, (kind, t.text, left, x, right)
+        assert float(texts[-1].get("y")) <= max(ys)  # the last line is inside
+        checked[kind] += 1
+    assert checked["cds"] >= 1 and checked["component"] >= 3, checked

@@ -364,3 +364,97 @@ def test_thin_steps_keep_each_pixels_first_lowest_highest_and_last_point():
     assert step_outline([(0, 1), (4, 2), (6, 0)]) == [
         (0, 0.0), (0, 1), (4, 1), (4, 2), (6, 2), (6, 0), (6, 0), (6, 0.0),
     ]  # fmt: skip
+
+
+def _whole_tiny_step(profile_name: str = "v002-spec"):
+    """A `critical-path` schedule of a whole `tiny` step (all its layers and labels)."""
+    from pccx_flow.graph.build import build_decode_graph
+    from pccx_flow.hardware.profile import load_profile
+    from pccx_flow.schedule.metrics import schedule_metrics
+    from pccx_flow.schedule.problem import problem_from_graph
+    from pccx_flow.schedule.registry import run_policy
+
+    profile = load_profile(profile_name)
+    graph = build_decode_graph("tiny", position=7, profile=profile)
+    problem = problem_from_graph(graph, profile, memory=True)
+    schedule = run_policy(problem, profile, "critical-path")
+    return schedule, graph, schedule_metrics(schedule, problem, profile), profile
+
+
+def test_small_lanes_keep_their_colour_no_black_blobs():
+    """Image-level: in the bar band of the sfu, dma and host rows (bars a few pixels wide,
+    many on the critical path), almost no drawn pixel is black. With critical bars outlined
+    in black, as before, most of them were."""
+    import numpy as np
+
+    from pccx_flow.render.gantt_mpl import gantt_figure
+
+    schedule, graph, metrics, profile = _whole_tiny_step()
+    data = gantt_data(schedule, graph, metrics=metrics, profile=profile)
+    fig = gantt_figure(data)
+    fig.canvas.draw()
+    img = np.asarray(fig.canvas.buffer_rgba())[:, :, :3].astype(int)
+    ax = fig.axes[0]
+    rows = len(data.lanes)
+    checked = 0
+    for row, lane in enumerate(data.lanes):
+        if lane["lane_class"] not in ("sfu", "dma", "host"):
+            continue
+        if not any(b["row"] == row and b["critical"] for b in data.bars):
+            continue
+        y = rows - 1 - row
+        (x0, top), (x1, bottom) = ax.transData.transform([(0, y + 0.3), (data.makespan, y - 0.3)])
+        band = img[int(img.shape[0] - top) + 1 : int(img.shape[0] - bottom),
+                   int(x0) + 1 : int(x1)]  # fmt: skip
+        drawn = band[(band < 235).any(axis=2)]  # not the white or light-grey background
+        black = (drawn.max(axis=1) < 60).sum()
+        assert len(drawn) > 50, lane  # bars are there
+        assert black / len(drawn) < 0.02, (lane["name"], black / len(drawn))
+        checked += 1
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    assert checked >= 2
+
+
+def test_layer_labels_are_legible_and_never_overlap():
+    from pccx_flow.render.gantt_mpl import LAYER_LABEL_PT, gantt_figure
+
+    schedule, graph, metrics, profile = _whole_tiny_step()
+    fig = gantt_figure(gantt_data(schedule, graph, metrics=metrics, profile=profile))
+    fig.canvas.draw()
+    labels = [t for t in fig.axes[0].texts if (t.get_gid() or "").startswith("layer-label-")]
+    assert len(labels) >= 3 and LAYER_LABEL_PT >= 8
+    legend = fig.legends[0]
+    assert legend._ncols == len(legend.legend_handles)  # one row, in the legend's order
+    assert legend.get_window_extent().width <= fig.bbox.width
+    boxes = sorted((t.get_window_extent() for t in labels), key=lambda b: b.x0)
+    for left, right in zip(boxes, boxes[1:], strict=False):
+        assert left.x1 + 4 <= right.x0  # a gap between every two labels
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+def test_occupancy_rows_say_their_capacity(tmp_path):
+    schedule, graph, metrics, profile = _tiny_schedule()
+    l2 = OccupancyRow("L2", [(0, 0), (50, 10)], 1792, "KiB")
+    out = write_gantt(schedule, graph, tmp_path / "g.svg", metrics=metrics, profile=profile,
+                      occupancy=[l2])  # fmt: skip
+    texts = _svg_texts(out)
+    assert "capacity 2" in texts  # the weight ports
+    assert "capacity 1,792 KiB" in texts and "capacity 1,792" in texts
+
+
+def test_bokeh_legend_is_in_block_order_like_the_static_one():
+    from pccx_flow.graph.nodes import BLOCKS
+    from pccx_flow.render import style
+
+    schedule, graph, metrics, profile = _whole_tiny_step()
+    layout = schedule_figure(gantt_data(schedule, graph, metrics=metrics, profile=profile))
+    items = _model(layout, "pccx-planned").legend[0].items
+    titles = [getattr(i.label, "value", None) or i.label["value"] for i in items]
+    blocks = [style.block_title(b) for b in BLOCKS]
+    assert titles[-1] == "critical path"
+    assert titles[:-1] == [t for t in blocks if t in titles]
+    assert len(titles) >= 10

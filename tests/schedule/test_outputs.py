@@ -108,3 +108,52 @@ def test_the_gap_to_the_pool_bound_splits_into_proven_idle_and_the_rest():
         "    (pool_chain proves it) + 40 forced by L2 capacity",
         "    (capacity_chain proves it) + 30 no bound explains",
     ]
+
+
+def test_size_line_counts_the_graphs_edges_as_check_does_and_the_l2_ones_apart():
+    """`check` counts the graph's edges; `schedule` within L2 adds order-only read-ahead
+    edges. The size line names both, so the two commands' numbers add up."""
+    from pccx_flow.graph.build import build_decode_graph
+    from pccx_flow.schedule.memory import kv_prefetch_edges
+
+    graph = build_decode_graph("tiny", layers=(0, 3), position=7)
+    profile = load_profile("v002-spec")
+    extra = len(set(kv_prefetch_edges(graph)) - set(graph.edges))
+    assert extra > 0
+    for memory, added in ((True, extra), (False, 0)):
+        problem = problem_from_graph(graph, profile, memory=memory)
+        metrics = schedule_metrics(run_policy(problem, profile, "critical-path"), problem, profile)
+        size = next(x for x in format_summary(metrics, {}).splitlines() if x.startswith("size"))
+        edges = f"{graph.number_of_edges():,} edges"
+        assert size.endswith(edges + (f" + {added:,} order-only (L2 read-ahead), " if added
+                                      else ", ") + f"{len(problem.lanes)} lanes"), size  # fmt: skip
+
+
+def test_schedule_trace_has_counters_the_critical_flag_and_dependency_flows(tmp_path):
+    """`schedule --trace` on a tiny step within L2: weight-port and L2 counter tracks, the
+    critical path flagged, one flow per data edge from producer slice to consumer slice."""
+    from pccx_flow.cli.main import main
+
+    out = tmp_path / "t.json"
+    argv = ["schedule", "--preset", "tiny", "--layers", "0:2", "--trace", str(out),
+            "--json", str(tmp_path / "s.json")]  # fmt: skip
+    assert main(argv) == 0
+    events = json.loads(out.read_text())["traceEvents"]
+    counters = {e["name"] for e in events if e["ph"] == "C"}
+    assert counters == {"weight_port busy", "L2 bytes"}
+    ports = [e["args"]["weight_port"] for e in events if e.get("name") == "weight_port busy"]
+    assert max(ports) == 2 and min(ports) == 0
+    assert max(e["args"]["L2"] for e in events if e.get("name") == "L2 bytes") > 0
+    saved = json.loads((tmp_path / "s.json").read_text())
+    critical = set(saved["metrics"]["critical_path"]["nodes"])
+    flagged = {e["name"] for e in events if e["ph"] == "X" and e["args"].get("critical_path")}
+    assert flagged == critical and critical
+    spans = {e["name"]: e for e in events if e["ph"] == "X"}
+    starts = {e["id"]: e for e in events if e["ph"] == "s"}
+    ends = {e["id"]: e for e in events if e["ph"] == "f"}
+    assert starts.keys() == ends.keys() and len(starts) > len(spans) / 2
+    for key, s in starts.items():
+        f = ends[key]
+        assert f["bp"] == "e" and s["ts"] <= f["ts"]
+        # each end binds to a slice that starts there on its thread
+        assert any(x["tid"] == f["tid"] and x["ts"] == f["ts"] for x in spans.values())

@@ -84,3 +84,18 @@ def test_emit_bisect_writes_programs_goldens_and_an_index(tmp_path, tiny_ckpt_di
     assert code == 0 and "L2 matched the golden words" in capsys.readouterr().out
     assert main(["emit", "--preset", "tiny", "--bisect", str(out)]) == 2
     assert "--bisect runs the emulator" in capsys.readouterr().err
+
+
+def test_emit_help_lists_the_prefixes_in_the_order_a_program_reaches_them(capsys):
+    import re
+
+    import pytest
+
+    for profile in ("v002-spec", "v002-as-built"):
+        names = [s.name for s in bisect_programs(lowered(profile, "critical-path")[3])]
+        assert names == ["memset", "memcpy", "cvo", "gemv", "layer0", "step"], profile
+    with pytest.raises(SystemExit):
+        main(["emit", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    listed = re.search(r"\(MEMSET only, ([^)]*)\)", text)[1]
+    assert listed == "+MEMCPY, +CVO, +GEMV, layer 0, the step"
