@@ -106,6 +106,14 @@ def decode_demands(graph: nx.DiGraph, capacities: dict[str, int]) -> dict[Node, 
     return out
 
 
+# A layer streams its first KV tiles in during the previous layer's MLP only when its whole
+# context is at most this many key tiles. With more (E4B from 2,048 tokens on), the early
+# 512 KiB tiles beside the previous layer's own fragment L2 so that the program's allocator,
+# which needs contiguous holes where the schedule counts bytes, found no room: at 8191,
+# critical-path on v002-spec and heft on v002-as-built scheduled within L2 but did not lower.
+EARLY_MAX_TILES = 2
+
+
 def kv_prefetch_edges(graph: nx.DiGraph, early: bool = True) -> list[tuple[Node, Node]]:
     """Order-only edges that issue each layer's KV tile reads just ahead of their use.
 
@@ -119,8 +127,9 @@ def kv_prefetch_edges(graph: nx.DiGraph, early: bool = True) -> list[tuple[Node,
       projection, where V tile 0 would sit on the critical path of every layer (E4B at
       position 1023, one tile each: heft within L2 went from 5.0 % to 3.8 % over the
       largest bound). The first such layer waits for its own attention input (the
-      producers of the first Q projection's input); with ``early=False`` every layer does,
-      and V tile 0 waits for K tile 0's scores (the rule before);
+      producers of the first Q projection's input); with ``early=False``, and for a layer
+      of more than `EARLY_MAX_TILES` key tiles, every layer does, and V tile 0 waits for K
+      tile 0's scores;
     - K tile t >= 2 waits for every reader of K tile t-2 (its scores) and every reader of
       their EXPs (REDUCE_SUM and ·V): the scores never run more than two tiles ahead of
       the work that frees their exponentials from the SFU's window;
@@ -156,7 +165,7 @@ def kv_prefetch_edges(graph: nx.DiGraph, early: bool = True) -> list[tuple[Node,
         done[layer] = sorted({r for n in last for r in after(n)}, key=str)
     anchor: dict[int, list[Node]] = {}
     for i, layer in enumerate(kv_layers):
-        if i and early:
+        if i and early and len(reads.get((layer, "k"), ())) <= EARLY_MAX_TILES:
             anchor[layer] = done[kv_layers[i - 1]]
         else:
             q0 = f"L{layer:02d}.attn.q_proj.h0"  # node ids are stable (graph.nodes)
@@ -175,8 +184,9 @@ def kv_prefetch_edges(graph: nx.DiGraph, early: bool = True) -> list[tuple[Node,
                 edges.extend((u, n) for u in sources if u != n)
             continue
         k_reads = reads.get((layer, "k"), [])
+        streams_early = early and len(k_reads) <= EARLY_MAX_TILES
         for t, n in enumerate(nodes):
-            if t == 0 and early:
+            if t == 0 and streams_early:
                 sources = list(anchor[layer])
             else:
                 sources = after(nodes[t - 1]) if t >= 1 else []

@@ -11,6 +11,7 @@ from pccx_flow.errors import GraphError, PolicyError, ProfileError, ScheduleErro
 from pccx_flow.graph.build import build_decode_graph
 from pccx_flow.hardware.profile import load_profile
 from pccx_flow.schedule.memory import (
+    EARLY_MAX_TILES,
     L2,
     L2_REACH,
     decode_capacities,
@@ -382,6 +383,42 @@ def test_tiny_decode_step_fits_l2_on_as_built(tiny_step, policy):
     assert 0 < m["l2_reach_peak_bytes"] <= profile.sfu.l2_reach_bytes
 
 
+def _layer_reads(graph, layer):
+    reads = sorted(
+        (n for n, a in graph.nodes(data=True) if a["kernel"] == "kv_read" and a["layer"] == layer),
+        key=lambda n: (graph.nodes[n]["params"]["kind"], graph.nodes[n]["params"]["start"]),
+    )
+    k = [n for n in reads if graph.nodes[n]["params"]["kind"] == "k"]
+    v = [n for n in reads if graph.nodes[n]["params"]["kind"] == "v"]
+    return reads, k, v
+
+
+def _previous_attention_done(graph, layer):
+    """Every reader of the last K and V tiles of the KV-reading layer before `layer`."""
+    kv_layers = sorted({a["layer"] for _, a in graph.nodes(data=True) if a["kernel"] == "kv_read"})
+    before = kv_layers[kv_layers.index(layer) - 1]
+    last = [
+        max((n for n, a in graph.nodes(data=True)
+             if a["kernel"] == "kv_read" and a["layer"] == before and a["params"]["kind"] == kind),
+            key=lambda n: graph.nodes[n]["params"]["start"])
+        for kind in ("k", "v")
+    ]  # fmt: skip
+    return {r for n in last for r in graph.successors(n)}
+
+
+def test_a_short_context_streams_in_during_the_previous_layers_mlp():
+    """Two key tiles a layer (<= EARLY_MAX_TILES): K tiles 0, 1 and V tile 0 wait only for
+    the previous KV-reading layer's attention."""
+    profile = load_profile("v002-spec")
+    graph = build_decode_graph("tiny", position=40, tile_rows=32, profile=profile)
+    problem = problem_from_graph(graph, profile, memory=True)
+    _, k, v = _layer_reads(graph, 4)
+    assert len(k) == len(v) == 2 <= EARLY_MAX_TILES
+    done = _previous_attention_done(graph, 4)
+    assert done and set(problem.preds[k[0]]) == set(problem.preds[k[1]]) == done
+    assert set(problem.preds[v[0]]) == done
+
+
 def test_kv_reads_are_issued_just_ahead_of_use():
     profile = load_profile("v002-spec")
     graph = build_decode_graph("tiny", position=40, tile_rows=16, profile=profile)
@@ -389,36 +426,27 @@ def test_kv_reads_are_issued_just_ahead_of_use():
     assert problem.source is graph and not any(
         "order_only" in d for *_, d in graph.edges(data=True)
     )
-    reads = sorted(
-        (n for n, a in graph.nodes(data=True) if a["kernel"] == "kv_read" and a["layer"] == 4),
-        key=lambda n: (graph.nodes[n]["params"]["kind"], graph.nodes[n]["params"]["start"]),
-    )
-    k = [n for n in reads if graph.nodes[n]["params"]["kind"] == "k"]
-    v = [n for n in reads if graph.nodes[n]["params"]["kind"] == "v"]
+    reads, k, v = _layer_reads(graph, 4)
     assert len(k) == len(v) == 3  # 40 past rows of a global layer in 16-key tiles
     assert [graph.nodes[n]["params"]["positions"] for n in k] == [[0, 16], [16, 32], [32, 40]]
     pred = {n: set(problem.preds[n]) for n in reads}
-    # the first tiles stream in once the previous KV-reading layer's attention is done
-    kv_layers = sorted({a["layer"] for _, a in graph.nodes(data=True) if a["kernel"] == "kv_read"})
-    before = kv_layers[kv_layers.index(4) - 1]
-    last = [
-        max((n for n, a in graph.nodes(data=True)
-             if a["kernel"] == "kv_read" and a["layer"] == before and a["params"]["kind"] == kind),
-            key=lambda n: graph.nodes[n]["params"]["start"])
-        for kind in ("k", "v")
-    ]  # fmt: skip
-    done = {r for n in last for r in graph.successors(n)}
-    assert done and pred[k[0]] == pred[k[1]] == pred[v[0]] == done
+    # more tiles than EARLY_MAX_TILES: the first K tiles wait for this layer's attention
+    # input (the producers of its first Q projection's input), not the previous layer's
+    q_in = set(graph.predecessors("L04.attn.q_proj.h0"))
+    assert q_in and pred[k[0]] == pred[k[1]] == q_in
+    assert not (pred[k[0]] & _previous_attention_done(graph, 4))
     # two K tiles in flight: K tile 2 waits for tile 0's scores and what frees their EXPs
     exps = {x for sc in graph.successors(k[0]) for x in graph.successors(sc)
             if graph.nodes[x]["func"] == "EXP"}  # fmt: skip
     assert len(exps) == 8 and pred[k[2]] == set(graph.successors(k[0])) | {
         r for x in exps for r in graph.successors(x)
     }
-    # then one V tile at a time, each after its own K tile's scores
+    # then one V tile at a time, each after its own K tile's scores (V tile 0 after K tile 0's)
+    assert pred[v[0]] == set(graph.successors(k[0]))
     assert pred[v[1]] == set(graph.successors(v[0])) | set(graph.successors(k[1]))
     assert pred[v[2]] == set(graph.successors(v[1])) | set(graph.successors(k[2]))
     assert all(graph.nodes[s]["kernel"] == "attn_pv" for s in graph.successors(v[0]))
+    kv_layers = {a["layer"] for _, a in graph.nodes(data=True) if a["kernel"] == "kv_read"}
     first = min(kv_layers)  # nothing before it: its first tiles wait for its own input
     k_first = min((n for n, a in graph.nodes(data=True) if a["kernel"] == "kv_read"
                    and a["layer"] == first and a["params"]["kind"] == "k"),
