@@ -19,6 +19,13 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 COMMAND = [sys.executable, "-m", "pccx_flow"]
 
 
+def _as_a_terminal_starts_it() -> None:
+    """In the child before exec: SIGINT delivered and handled by default, as a shell leaves
+    it. A pytest worker's own signal state (handlers, masks) is no state a user's shell has."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def _run(*argv: str, stdout=subprocess.PIPE) -> subprocess.CompletedProcess:
     return subprocess.run(
         [*COMMAND, *argv], stdout=stdout, stderr=subprocess.PIPE, text=True, env=ENV, timeout=120
@@ -110,6 +117,7 @@ def test_sigint_while_modules_load_is_one_line():
         stderr=subprocess.PIPE,
         text=True,
         env=ENV,
+        preexec_fn=_as_a_terminal_starts_it,
     )
     try:
         deadline = time.monotonic() + 60
@@ -133,6 +141,7 @@ def test_sigint_during_run_dashboard_is_one_line():
         stdin=subprocess.DEVNULL,
         text=True,
         env=ENV,
+        preexec_fn=_as_a_terminal_starts_it,
     )
     try:
         _wait_for_output(proc, "dashboard: http://127.0.0.1:")
