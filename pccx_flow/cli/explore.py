@@ -162,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     opts = {"scheduler": args.scheduler, "workers": args.workers,
             "progress": not args.no_progress and sys.stderr.isatty()}  # fmt: skip
     tasks = make_tasks([base_point, *points], sweep.profile, sweep.preset, sweep.policies,
-                       sweep.memory, args.replay)  # fmt: skip
+                       sweep.memory, args.replay, sweep.seed)  # fmt: skip
     fresh: list[dict] = []
     t0 = time.perf_counter()
     records = with_cost(run_points(tasks, cache, on_record=fresh.append, **opts), base)
@@ -175,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
 
         def evaluate_many(pts: list[dict]) -> list[dict]:
             more = make_tasks(pts, sweep.profile, sweep.preset, sweep.policies, sweep.memory,
-                              args.replay)  # fmt: skip
+                              args.replay, sweep.seed)  # fmt: skip
             return with_cost(run_points(more, cache, **opts), base)
 
         rows = [row for row in table
@@ -204,7 +204,8 @@ def run(args: argparse.Namespace) -> int:
                 curve_tasks.append({**point, "position": pos})
                 labels.append(label)
         recs = run_points(make_tasks(curve_tasks, sweep.profile, sweep.preset, sweep.policies,
-                                     sweep.memory, args.replay), cache, **opts)  # fmt: skip
+                                     sweep.memory, args.replay, sweep.seed),
+                          cache, **opts)  # fmt: skip
         for label, rec in zip(labels, recs, strict=True):
             curves.setdefault(label, []).append(rec)
     result = {
@@ -234,4 +235,8 @@ def run(args: argparse.Namespace) -> int:
         with writing(args.plot):
             write_plots([base_record, *records], curves, args.plot, title=title)
         print(f"wrote {args.plot}", file=sys.stderr)
+    if all("error" in r for r in [base_record, *records]):
+        print("pccx-flow: error: every point of the sweep failed (see each point's error "
+              "above)", file=sys.stderr)  # fmt: skip
+        return 1
     return 0

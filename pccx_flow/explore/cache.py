@@ -50,8 +50,14 @@ class Cache:
         if self.root is None or record.get("transient"):
             return
         path = self._path(record["key"])
-        path.parent.mkdir(exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        try:
+            path.parent.mkdir(exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        except OSError as exc:
+            raise InputError(
+                f"cannot write to the cache folder {path.parent}: {exc.strerror}; give a "
+                "writable --cache DIR or --no-cache"
+            ) from None
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(record, f, sort_keys=True)

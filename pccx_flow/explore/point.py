@@ -32,14 +32,14 @@ DDR_BOUND = "bandwidth:ddr"
 
 
 def step_key(profile_dict: dict, step: dict, policies: list[str], memory: bool,
-             preset: str, replay: str | None = None) -> str:  # fmt: skip
+             preset: str, replay: str | None = None, seed: int = 0) -> str:  # fmt: skip
     """Hex SHA-256 of everything a point's record depends on (canonical JSON)."""
     from pccx_flow import __version__
 
     blob = json.dumps(
         {"v": RECORD_VERSION, "pccx_flow": __version__, "profile": profile_dict, "step": step,
          "policies": sorted(policies), "memory": memory, "preset": preset,
-         **({"replay": replay} if replay else {})},
+         **({"replay": replay} if replay else {}), **({"seed": seed} if seed else {})},
         sort_keys=True, separators=(",", ":"), default=str,
     )  # fmt: skip
     return hashlib.sha256(blob.encode()).hexdigest()

@@ -30,8 +30,9 @@ def _short(v: Any) -> str:
 
 
 def make_tasks(points: list[dict], base_profile: str, preset: str, policies: list[str],
-               memory: bool, replay: str | None = None) -> list[dict]:  # fmt: skip
-    """One plain-data task per point, its profile checked (module docstring)."""
+               memory: bool, replay: str | None = None, seed: int = 0) -> list[dict]:  # fmt: skip
+    """One plain-data task per point, its profile checked (module docstring); `seed` goes
+    to the policies that take one (``random``, ``NAME+improve:R``) and into the cache key."""
     from pccx_flow.hardware.profile import load_profile, load_profile_with
     from pccx_flow.model.config import get_config
 
@@ -50,10 +51,10 @@ def make_tasks(points: list[dict], base_profile: str, preset: str, policies: lis
         except ProfileError as exc:
             raise ProfileError(f"point {i} ({describe(point)}) refused: {exc}") from None
         tasks.append({
-            "key": step_key(profile.to_dict(), step, policies, memory, preset, replay),
+            "key": step_key(profile.to_dict(), step, policies, memory, preset, replay, seed),
             "point": point, "base_profile": base_profile, "overrides": overrides,
             "name": name, "preset": preset, "step": step, "after": after,
-            "policies": list(policies), "memory": memory, "replay": replay,
+            "policies": list(policies), "memory": memory, "replay": replay, "seed": seed,
         })  # fmt: skip
     return tasks
 

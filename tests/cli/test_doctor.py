@@ -80,3 +80,13 @@ def test_the_json_lists_every_status_word_decoded(capsys):
         (0x81, True, 1), (0x81, True, None), (0x81, True, None)
     ]  # fmt: skip
     assert hp0[0]["problem"] is None and hp0[0]["errors"] == []
+
+
+def test_a_bitstream_that_is_not_a_file_stops_rung_1_without_reading_it(capsys, tmp_path):
+    import os
+
+    fifo = tmp_path / "bit.fifo"
+    os.mkfifo(fifo)  # reading it would block for ever
+    code, out, _ = _doctor(capsys, "--fake-device", "--bitstream", str(fifo))
+    assert code == 1
+    assert f"bitstream {fifo} is not a regular file" in out and "stopped at rung 1" in out

@@ -108,3 +108,9 @@ def test_replay_lowers_plain_steps_and_refuses_a_verify_step_in_one_line(tmp_pat
     assert plain["replay"]["model"] == "rtl" and plain["replay_tok_s"] > 0
     assert plain["replay"]["makespan_cycles"] >= plain["makespan_cycles"]
     assert verify["error"] == "--replay lowers the plain decode step only, not one with spec_k=1"
+
+
+def test_a_sweep_whose_every_point_fails_exits_non_zero(capsys):
+    argv = [*BASE, "--set", "position=99999", "--no-cache"]
+    assert main(argv) == 1
+    assert "every point of the sweep failed" in capsys.readouterr().err

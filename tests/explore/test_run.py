@@ -80,3 +80,25 @@ def test_dask_workers_give_the_records_this_process_gives():
     dask = run_points(tasks, Cache(None), workers=1, progress=False)
     drop = lambda r: {k: v for k, v in r.items() if k != "wall_seconds"}  # noqa: E731
     assert [drop(r) for r in dask] == [drop(r) for r in here]
+
+
+def test_the_seed_reaches_the_policies_and_the_key():
+    """The ``random`` policy's schedule follows the sweep's seed, and so does the cache key."""
+    one = make_tasks([{}], "v002-spec", "tiny", ["random"], True, seed=1)[0]
+    two = make_tasks([{}], "v002-spec", "tiny", ["random"], True, seed=2)[0]
+    assert one["seed"] == 1 and one["key"] != two["key"]
+    a, b = run_points([one, two], Cache(None), workers=0, progress=False)
+    assert a["step_cycles"] != b["step_cycles"]
+
+
+def test_an_unwritable_cache_is_one_line(tmp_path, monkeypatch):
+    import tempfile
+
+    from pccx_flow.errors import InputError
+
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", refused)
+    with pytest.raises(InputError, match="cannot write to the cache folder .*--no-cache"):
+        Cache(tmp_path / "c").put({"key": "ab" * 32})

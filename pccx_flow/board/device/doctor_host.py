@@ -26,6 +26,7 @@ from pccx_flow.board.device.doctor_bench import (
 from pccx_flow.board.device.uio import find_uio, open_npu
 from pccx_flow.board.isa import encode, memcpy_length_fields
 from pccx_flow.errors import BoardError
+from pccx_flow.files import NotRegularFile, open_regular
 
 # --- rung 1: environment -----------------------------------------------------------------
 
@@ -36,7 +37,8 @@ def rung_environment(bench: Bench) -> Rung:
     try:
         node = find_uio(bench.uio_name, bench.sysfs_root, bench.dev_root)
     except BoardError as exc:
-        r.evidence.append(str(exc))
+        # find_uio's hint names dispatch's --device; doctor takes --uio NAME (next step)
+        r.evidence.append(str(exc).replace(" or give --device /dev/uioN", ""))
         r.causes = [
             "the bitstream is not loaded (no UIO device for the NPU's AXI-Lite window)",
             f"the overlay names its UIO device differently (looked for '*{bench.uio_name}*';"
@@ -92,7 +94,13 @@ def rung_environment(bench: Bench) -> Rung:
             return r
     if bench.bitstream is not None:
         try:
-            digest = hashlib.sha256(Path(bench.bitstream).read_bytes()).hexdigest()
+            with open_regular(bench.bitstream) as f:  # a FIFO or /dev/zero: refused, no hang
+                digest = hashlib.file_digest(f, "sha256").hexdigest()
+        except NotRegularFile as exc:
+            r.evidence.append(f"bitstream {exc}")
+            r.causes = ["--bitstream names something that is not a file"]
+            r.next_step = "give --bitstream /lib/firmware/xilinx/pccx_npu_bd/pccx_npu_bd.bit.bin"
+            return r
         except OSError as exc:
             r.evidence.append(f"bitstream {bench.bitstream}: {exc.strerror}")
             r.causes = ["the bitstream path is wrong or unreadable"]
