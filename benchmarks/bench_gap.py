@@ -29,6 +29,7 @@ from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+from pccx_flow import atomic  # noqa: E402
 from pccx_flow.errors import PccxFlowError  # noqa: E402
 from pccx_flow.graph.build import build_decode_graph  # noqa: E402
 from pccx_flow.hardware.profile import load_profile  # noqa: E402
@@ -98,9 +99,7 @@ def write(out: Path, rows: list[dict]) -> None:
         "rows": rows,
     }
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(payload, indent=1) + "\n")
-    tmp.replace(out)
+    atomic.write_text(out, json.dumps(payload, indent=1) + "\n")
 
 
 def format_table(rows: list[dict], policies: list[str]) -> str:

@@ -199,12 +199,9 @@ def _main(argv: list[str] | None) -> int:
 
 def _drop_stdout() -> None:
     """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):
-        pass
+    from pccx_flow.cli.streams import point_at_devnull
+
+    point_at_devnull(sys.stdout)
 
 
 if __name__ == "__main__":

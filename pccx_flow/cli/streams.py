@@ -36,6 +36,17 @@ def reopen_closed_descriptors() -> None:
                 os.close(null)
 
 
+def point_at_devnull(stream) -> None:
+    """Point `stream`'s descriptor at /dev/null, so what is still buffered in it cannot fail
+    again when the interpreter flushes it at exit (a stream without one is left as it is)."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, stream.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 class TolerantStream:
     """A text stream whose writes and flushes never raise: a failure silences it."""
 
@@ -62,12 +73,7 @@ class TolerantStream:
         """Silence the stream, and point its descriptor at /dev/null so that what is still
         buffered cannot fail again when the interpreter flushes it at exit."""
         self.failed = True
-        try:
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, self._stream.fileno())
-            os.close(null)
-        except (OSError, ValueError, AttributeError):
-            pass
+        point_at_devnull(self._stream)
 
     def __getattr__(self, name: str):
         return getattr(self._stream, name)

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pccx_flow.atomic import pid_alive
 from pccx_flow.errors import PccxFlowError, TensorFormatError, WeightsError
 from pccx_flow.model.config import Gemma3nConfig
 from pccx_flow.model.tensors import KEY_PREFIX, TensorSpec
@@ -121,15 +122,8 @@ def carry_other_files(old: Path, new: Path) -> None:
 
 
 def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    """A live writer other than this process (this one's leftovers are stale to itself)."""
+    return pid != os.getpid() and pid_alive(pid)
 
 
 def _is_complete(folder: Path) -> bool:
