@@ -167,13 +167,19 @@ def _solve(solver, model) -> int:
         finally:
             done.set()
 
-    threading.Thread(target=run, name="cp-sat", daemon=True).start()
+    thread = threading.Thread(target=run, name="cp-sat", daemon=True)
+    thread.start()
     try:
         while not done.wait(0.1):  # an Event, not Thread.join: a join cut by Ctrl-C
             pass  # may later return at once with the thread still running
     except KeyboardInterrupt:
         solver.stop_search()
-        done.wait(5.0)  # the search stops within milliseconds; then exit cleanly
+        # Wait for the solver to return and its thread to end, however long a loaded machine
+        # takes: exiting with the C++ search still running aborts the process ("terminate
+        # called without an active exception"). The command's handler still ends the process
+        # after its clean-up time, and a second Ctrl-C at once.
+        done.wait()
+        thread.join()
         raise
     if failed:
         raise failed[0]
