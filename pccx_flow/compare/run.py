@@ -44,7 +44,7 @@ def run_instance(
     record: dict[str, Any] = {
         **desc,
         "nodes": len(problem),
-        "edges": problem.graph.number_of_edges(),
+        "edges": problem.graph.number_of_edges() + len(problem.order_edges),
         "lanes": len(problem.lanes),
         "pool_counts": dict(problem.pools),
         "has_comm": problem.has_comm,

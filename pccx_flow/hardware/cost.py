@@ -80,6 +80,7 @@ class _Rates:
     dma_overhead: Fraction  # core cycles per DataMover descriptor
     host_per_element: Fraction  # core cycles per host element
     host_overhead: Fraction  # core cycles per host step
+    cycles: dict  # node_cycles answers by cost signature (`_signature`)
 
 
 _RATES: dict[int, tuple[Profile, _Rates]] = {}
@@ -102,6 +103,7 @@ def _rates(p: Profile) -> _Rates:
         dma_overhead=_exact(p.dma.descriptor_overhead_seconds) * core_hz,
         host_per_element=core_hz / _exact(p.host.elements_per_second),
         host_overhead=_exact(p.host.op_overhead_seconds) * core_hz,
+        cycles={},
     )
     if len(_RATES) > 64:
         _RATES.clear()
@@ -187,8 +189,39 @@ _COSTS = {
 }
 
 
+_COST_FIELDS = ("macs", "weight_bytes", "elements", "act_bytes")
+
+
+def _signature(node: Mapping) -> tuple | None:
+    """Everything a node's cost depends on, or None when a field is not a plain int (then
+    the node is costed, and refused, on its own, never answered from the memo)."""
+    values = tuple(node.get(f) for f in _COST_FIELDS)
+    for v in values:
+        if v is not None and type(v) is not int:
+            return None
+    return (node.get("lane_class"), node.get("op"), node.get("func"), *values)
+
+
 def node_cycles(node: Mapping, profile: Profile) -> int:
-    """Core cycles `node` occupies a lane of its ``lane_class`` on `profile` (at least 1)."""
+    """Core cycles `node` occupies a lane of its ``lane_class`` on `profile` (at least 1).
+
+    Answers are remembered per profile by the node's cost signature: a decode step has
+    tens of thousands of nodes but a few hundred distinct ones (tiles of one matrix), and
+    the graph, the problem and the bounds each ask for every node.
+    """
+    key = _signature(node)
+    memo = _rates(profile).cycles
+    if key is not None:
+        hit = memo.get(key)
+        if hit is not None:
+            return hit
+    cycles = _node_cycles(node, profile)
+    if key is not None:
+        memo[key] = cycles
+    return cycles
+
+
+def _node_cycles(node: Mapping, profile: Profile) -> int:
     lane_class, op = node.get("lane_class"), node.get("op")
     if lane_class not in _COSTS:
         raise GraphError(

@@ -42,6 +42,11 @@ def estimate_label(profile: Any) -> str:
 # --- bounds --------------------------------------------------------------------------------
 
 
+def marked_order_edges(graph) -> list[tuple[Node, Node]]:
+    """Edges of `graph` itself marked ``order_only=True`` (a DAG given with them)."""
+    return [(u, v) for u, v, d in graph.edges(data=True) if d.get("order_only")]
+
+
 def hardware_precedence(problem: SchedulingProblem) -> tuple[dict, dict]:
     """``(preds, succs)`` of the problem without its order-only edges.
 
@@ -53,8 +58,7 @@ def hardware_precedence(problem: SchedulingProblem) -> tuple[dict, dict]:
     cached = getattr(problem, "_hardware_precedence", None)
     if cached is not None:
         return cached
-    g = problem.graph
-    order_only = {(u, v) for u, v, d in g.edges(data=True) if d.get("order_only")}
+    order_only = {*problem.order_edges, *marked_order_edges(problem.graph)}
     if not order_only:
         out = (problem.preds, problem.succs)
     else:
@@ -730,11 +734,9 @@ def schedule_metrics(schedule: Schedule, problem: SchedulingProblem, profile: An
         "policy": schedule.policy,
         "profile": schedule.profile,
         "nodes": len(problem),
-        "edges": problem.graph.number_of_edges(),
+        "edges": problem.graph.number_of_edges() + len(problem.order_edges),
         # edges the scheduler added for L2 (KV read-ahead), not data: `check` counts none
-        "order_only_edges": sum(
-            1 for _, _, d in problem.graph.edges(data=True) if d.get("order_only")
-        ),
+        "order_only_edges": len(problem.order_edges) + len(marked_order_edges(problem.graph)),
         "lanes": len(problem.lanes),
         "makespan_cycles": span,
         "bounds_cycles": bounds,

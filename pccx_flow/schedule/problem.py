@@ -99,10 +99,8 @@ class SchedulingProblem:
         capacities: Mapping[str, int] | None = None,
         demands: Mapping[Node, Mapping[str, int]] | None = None,
         holds: Mapping[Node, Iterable[tuple[Iterable[Node], Mapping[str, int]]]] | None = None,
+        order_edges: Iterable[tuple[Node, Node]] | None = None,
     ) -> None:
-        if not nx.is_directed_acyclic_graph(graph):
-            cycle = nx.find_cycle(graph)
-            raise GraphError(f"the graph to schedule has a cycle through {cycle[0][0]!r}")
         self.graph = graph
         self.name = name
         self.source = source  # the decode graph this came from, when there is one
@@ -118,13 +116,29 @@ class SchedulingProblem:
         self.pool_of_instance = pool_instance_names(self.pools)
         self._comm = comm
 
-        self.order: tuple[Node, ...] = _program_order(graph)
+        # Order-only edges (a heuristic's issue order, `pccx_flow.schedule.memory`) bind the
+        # schedule like graph edges but are not data: given apart, so the graph is not copied
+        # to hold them, or marked ``order_only=True`` on graph edges.
+        extra: dict[tuple[Node, Node], None] = {}
+        for u, v in order_edges or ():
+            if u not in graph or v not in graph:
+                raise GraphError(f"order-only edge {u!r} -> {v!r} names a node not in the graph")
+            if not graph.has_edge(u, v):
+                extra[(u, v)] = None
+        self.order_edges: tuple[tuple[Node, Node], ...] = tuple(extra)
+        self.order: tuple[Node, ...] = _program_order(graph, self.order_edges)
         self.index: dict[Node, int] = {n: i for i, n in enumerate(self.order)}
+        preds: dict[Node, list[Node]] = {n: list(graph.predecessors(n)) for n in self.order}
+        succs: dict[Node, list[Node]] = {n: list(graph.successors(n)) for n in self.order}
+        for u, v in self.order_edges:
+            preds[v].append(u)
+            succs[u].append(v)
+        key = self.index.__getitem__
         self.preds: dict[Node, tuple[Node, ...]] = {
-            n: tuple(sorted(graph.predecessors(n), key=self.index.__getitem__)) for n in self.order
+            n: tuple(sorted(preds[n], key=key)) for n in self.order
         }
         self.succs: dict[Node, tuple[Node, ...]] = {
-            n: tuple(sorted(graph.successors(n), key=self.index.__getitem__)) for n in self.order
+            n: tuple(sorted(succs[n], key=key)) for n in self.order
         }
 
         self.costs: dict[Node, dict[str, int]] = {}
@@ -364,17 +378,19 @@ def _check_holds(problem: SchedulingProblem, holds) -> tuple[Hold, ...]:
     return tuple(out)
 
 
-def _program_order(graph: nx.DiGraph) -> tuple[Node, ...]:
-    """The graph's insertion order if it is topological, else the closest topological order."""
+def _program_order(graph: nx.DiGraph, extra: Iterable[tuple[Node, Node]] = ()) -> tuple[Node, ...]:
+    """The graph's insertion order if it is topological (with the `extra` edges), else the
+    closest topological order; `GraphError` naming a node on a cycle if there is none."""
     nodes = list(graph.nodes)
     pos = {n: i for i, n in enumerate(nodes)}
-    if all(pos[u] < pos[v] for u, v in graph.edges):
-        return tuple(nodes)
+    edges = [*graph.edges, *extra]
+    if all(pos[u] < pos[v] for u, v in edges):
+        return tuple(nodes)  # every edge points forward: no cycle is possible
     # Kahn's algorithm taking the ready node earliest in insertion order: the same order as
     # nx.lexicographical_topological_sort(graph, key=pos) at a third of its cost
     indegree = [0] * len(nodes)
     succ_pos: list[list[int]] = [[] for _ in nodes]
-    for u, v in graph.edges:
+    for u, v in edges:
         succ_pos[pos[u]].append(pos[v])
         indegree[pos[v]] += 1
     ready = [i for i, d in enumerate(indegree) if d == 0]
@@ -387,6 +403,9 @@ def _program_order(graph: nx.DiGraph) -> tuple[Node, ...]:
             indegree[j] -= 1
             if indegree[j] == 0:
                 heapq.heappush(ready, j)
+    if len(out) < len(nodes):
+        cycle = nx.find_cycle(nx.DiGraph(edges))
+        raise GraphError(f"the graph to schedule has a cycle through {cycle[0][0]!r}")
     return tuple(out)
 
 
@@ -399,9 +418,9 @@ def problem_from_graph(
     instance of each pool `node_resources` names. Communication is free: every lane reads and
     writes the shared L2, so a value produced on one lane is visible to all. With
     ``memory=True`` the problem also carries the profile's L2 (and SFU reach) as capacities
-    and each output tensor's resident bytes as holds (`memory.decode_holds`), and its DAG
-    (a copy of `graph`) gains the order-only edges that issue KV tile reads just ahead of
-    use (`pccx_flow.schedule.memory`).
+    and each output tensor's resident bytes as holds (`memory.decode_holds`), and the
+    order-only edges that issue KV tile reads just ahead of use
+    (`pccx_flow.schedule.memory`; ``problem.order_edges``, the graph is not changed).
     """
     from pccx_flow.hardware.cost import node_cycles, node_resources
 
@@ -427,17 +446,15 @@ def problem_from_graph(
         cycles = int(node_cycles(view, profile))
         costs[n] = {name: cycles for name in names}
         resources[n] = tuple(node_resources(view, profile))
-    capacities = holds = None
-    dag = graph
+    capacities = holds = order_edges = None
     if memory:
         from pccx_flow.schedule.memory import decode_capacities, decode_holds, kv_prefetch_edges
 
         capacities = decode_capacities(profile)
         holds = decode_holds(graph, capacities)
-        dag = graph.copy()
-        dag.add_edges_from(kv_prefetch_edges(graph), order_only=True, bytes=0)
+        order_edges = kv_prefetch_edges(graph)
     return SchedulingProblem(
-        dag,
+        graph,
         lanes,
         costs,
         resources=resources,
@@ -446,4 +463,5 @@ def problem_from_graph(
         source=graph,
         capacities=capacities,
         holds=holds,
+        order_edges=order_edges,
     )

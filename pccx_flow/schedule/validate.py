@@ -81,7 +81,7 @@ def validate_schedule(schedule: Schedule, problem: SchedulingProblem) -> None:
         by_lane[slot.lane].append(slot)
 
     # 3. precedence
-    for u, v in problem.graph.edges:
+    for u, v in (*problem.graph.edges, *problem.order_edges):
         su, sv = slots[u], slots[v]
         ready = su.finish + problem.comm(u, v, su.lane, sv.lane)
         if sv.start < ready:
