@@ -22,7 +22,7 @@ data (dicts of numbers and names) that the report, the JSON output and the bench
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from math import ceil
 from typing import Any
@@ -42,9 +42,26 @@ def estimate_label(profile: Any) -> str:
 # --- bounds --------------------------------------------------------------------------------
 
 
-def marked_order_edges(graph) -> list[tuple[Node, Node]]:
-    """Edges of `graph` itself marked ``order_only=True`` (a DAG given with them)."""
-    return [(u, v) for u, v, d in graph.edges(data=True) if d.get("order_only")]
+def bit_mask(positions: Iterable[int]) -> int:
+    """The int with exactly the bits at `positions` set, built in one pass (summing or
+    or-ing ``1 << j`` one at a time copies the growing int each time: quadratic)."""
+    buf = bytearray()
+    for j in positions:
+        byte = j >> 3
+        if byte >= len(buf):
+            buf.extend(bytes(byte + 1 - len(buf)))
+        buf[byte] |= 1 << (j & 7)
+    return int.from_bytes(buf, "little")
+
+
+def order_only_edges(problem: SchedulingProblem) -> frozenset[tuple[Node, Node]]:
+    """The problem's order-only edges: given apart (``problem.order_edges``) or marked
+    ``order_only=True`` on edges of its graph (a DAG given with them)."""
+    cached = getattr(problem, "_order_only_edges", None)
+    if cached is None:
+        marked = [(u, v) for u, v, d in problem.graph.edges(data=True) if d.get("order_only")]
+        cached = problem._order_only_edges = frozenset((*problem.order_edges, *marked))
+    return cached
 
 
 def hardware_precedence(problem: SchedulingProblem) -> tuple[dict, dict]:
@@ -58,7 +75,7 @@ def hardware_precedence(problem: SchedulingProblem) -> tuple[dict, dict]:
     cached = getattr(problem, "_hardware_precedence", None)
     if cached is not None:
         return cached
-    order_only = {*problem.order_edges, *marked_order_edges(problem.graph)}
+    order_only = order_only_edges(problem)
     if not order_only:
         out = (problem.preds, problem.succs)
     else:
@@ -202,10 +219,10 @@ def chain_bounds(
         if not users or count < 1:
             continue
         bit = {n: 1 << i for i, n in enumerate(users)}
-        by_cost: dict[int, int] = defaultdict(int)
-        for u in users:
-            by_cost[cost[u]] |= bit[u]
-        masks = list(by_cost.items())
+        by_cost: dict[int, list[int]] = defaultdict(list)
+        for i, u in enumerate(users):
+            by_cost[cost[u]].append(i)
+        masks = [(c, bit_mask(positions)) for c, positions in by_cost.items()]
 
         memo: dict[int, int] = {}  # the same member sets recur across nodes
 
@@ -227,30 +244,51 @@ def chain_bounds(
             for q in succs[n]:
                 d |= desc[q] | bit.get(q, 0)
             desc[n] = d
-        # the pool work between each node and its near ancestors, shared by the passes
-        gaps = {
-            n: [(m, -(-work(desc[m] & anc[n]) // count)) for m in reach[n]]
-            for n in problem.order
-        }
-        for name, with_forced in variants:
-            finish: dict[Node, int] = {}
-            best_end = 0
-            late = _ForcedStarts(problem, forced, preds, finish) if with_forced and forced else None
-            for n in problem.order:
-                start = -(-work(anc[n]) // count)
-                for m, gap in gaps[n]:
+        before = {n: -(-work(anc[n]) // count) for n in problem.order}
+        after = {n: -(-work(desc[n]) // count) for n in problem.order}
+        # The pool work between each node and its near ancestors, shared by the passes.
+        # Only entries that can decide a start are kept. Induction on the pass order: every
+        # m in reach[x] has start(x) >= finish(m) + gap(m, x). A farther ancestor m of n with
+        # no pool work in between is covered by the input p of n on its way (m is p or in
+        # reach[p], so finish(p) >= finish(m)). If n has one input p, every m in reach[n]
+        # other than p is in reach[p], and the users between m and n are those between m
+        # and p plus p itself, so gap(m, n) <= gap(m, p) + cost(p) and finish(p) covers it:
+        # only (p, 0) is kept (p's descendants and ancestors share no user).
+        gaps: dict[Node, list[tuple[Node, int]]] = {}
+        for n in problem.order:
+            direct, a = preds[n], anc[n]
+            if len(direct) == 1:
+                gaps[n] = [(direct[0], 0)]
+                continue
+            row = []
+            for m in reach[n]:
+                gap = -(-work(desc[m] & a) // count)
+                if gap or m in direct:
+                    row.append((m, gap))
+            gaps[n] = row
+        finishes = [{} for _ in variants]  # one longest-path pass per variant, side by side
+        best_end = [0] * len(variants)
+        late = [
+            _ForcedStarts(problem, forced, preds, finish) if with_forced and forced else None
+            for (_, with_forced), finish in zip(variants, finishes, strict=True)
+        ]
+        for n in problem.order:
+            row, own, tail = gaps[n], cost[n], after[n]
+            for v, finish in enumerate(finishes):
+                start = before[n]
+                for m, gap in row:
                     t = finish[m] + gap
                     if t > start:
                         start = t
-                if late is not None:
-                    t = late.start_at_least(n)
+                if late[v] is not None:
+                    t = late[v].start_at_least(n)
                     if t > start:
                         start = t
-                finish[n] = start + cost[n]
-                end = finish[n] + -(-work(desc[n]) // count)
-                if end > best_end:
-                    best_end = end
-            out[f"{name}:{pool}"] = best_end
+                f = finish[n] = start + own
+                if f + tail > best_end[v]:
+                    best_end[v] = f + tail
+        for (name, _), end in zip(variants, best_end, strict=True):
+            out[f"{name}:{pool}"] = end
     return out
 
 
@@ -337,7 +375,8 @@ class _ForcedStarts:
         self.preds, self.finish, self.groups, self.index = preds, finish, groups, problem.index
         sources = sorted({n for g in groups for n in g.sources}, key=problem.index.__getitem__)
         self.src_bit = {n: 1 << j for j, n in enumerate(sources)}
-        self.source_masks = [sum(self.src_bit[n] for n in g.sources) for g in groups]
+        position = {n: j for j, n in enumerate(sources)}
+        self.source_masks = [bit_mask(position[n] for n in g.sources) for g in groups]
         self.last_reader = [max(problem.index[r] for r in g.readers) for g in groups]
         self.reader_of: dict[Node, list[int]] = defaultdict(list)
         for i, g in enumerate(groups):
@@ -736,7 +775,7 @@ def schedule_metrics(schedule: Schedule, problem: SchedulingProblem, profile: An
         "nodes": len(problem),
         "edges": problem.graph.number_of_edges() + len(problem.order_edges),
         # edges the scheduler added for L2 (KV read-ahead), not data: `check` counts none
-        "order_only_edges": len(problem.order_edges) + len(marked_order_edges(problem.graph)),
+        "order_only_edges": len(order_only_edges(problem)),
         "lanes": len(problem.lanes),
         "makespan_cycles": span,
         "bounds_cycles": bounds,
