@@ -40,7 +40,7 @@ from math import ceil
 import networkx as nx
 
 from pccx_flow.errors import GraphError, InputError
-from pccx_flow.hardware.cost import axi_to_core, cycles_to_seconds, node_cycles, node_resources
+from pccx_flow.hardware.cost import axi_to_core, cycles_of, cycles_to_seconds, node_resources
 from pccx_flow.hardware.profile import Profile
 
 
@@ -98,7 +98,7 @@ def lower_bounds(graph: nx.DiGraph, profile: Profile) -> LowerBounds:
     pool_work: dict[str, int] = {}
     gemv_bytes = gemm_bytes = memcpy_bytes = 0
     for node_id, attrs in graph.nodes(data=True):
-        c = node_cycles(attrs if "id" in attrs else {**attrs, "id": node_id}, profile)
+        c = cycles_of(node_id, attrs, profile)
         cost[node_id] = c
         cls = attrs["lane_class"]
         work[cls] = work.get(cls, 0) + c

@@ -108,11 +108,9 @@ def run(args: argparse.Namespace) -> int:
               "improvement)")  # fmt: skip
         return 0
 
+    from pccx_flow.collector import collector_paused
     from pccx_flow.hardware.profile import load_profile
     from pccx_flow.render.gantt import GANTT_FORMATS
-    from pccx_flow.schedule.metrics import schedule_metrics
-    from pccx_flow.schedule.problem import problem_from_graph
-    from pccx_flow.schedule.registry import run_on_problem
     from pccx_flow.schedule.report import format_summary
 
     if args.dag is not None:
@@ -143,22 +141,8 @@ def run(args: argparse.Namespace) -> int:
     # fail fast, before the graph (a plugin is loaded in a child process)
     policy = prepare_policy(args.policy, seed=args.seed, timeout=args.policy_timeout)
 
-    t0 = time.perf_counter()
-    graph = step.build(profile)
-    problem = problem_from_graph(graph, profile, memory=args.memory)
-    t1 = time.perf_counter()
-    show = sys.stderr.isatty() and not args.no_progress
-    with tqdm(
-        total=len(problem), desc=args.policy, unit="node", file=sys.stderr,
-        disable=not show, leave=False,
-    ) as bar:  # fmt: skip
-        schedule = run_on_problem(
-            policy, problem, label=args.policy, profile=profile.name,
-            on_place=(lambda _slot: bar.update()) if show else None,
-        )  # fmt: skip
-    t2 = time.perf_counter()
-    metrics = schedule_metrics(schedule, problem, profile)
-    metrics["wall_seconds"] = {"build": t1 - t0, "schedule": t2 - t1}
+    with collector_paused():  # the step's objects live until the command ends
+        graph, problem, schedule, metrics = _schedule_step(args, step, profile, policy)
 
     context = {
         "preset": args.preset,
@@ -170,7 +154,8 @@ def run(args: argparse.Namespace) -> int:
     if context["partial"]:  # a few layers are not a token: no token rate anywhere
         metrics["tokens_per_second"] = metrics["largest_bound_tokens_per_second"] = None
     print(format_summary(metrics, context))
-    print(f"(scheduled in {t2 - t1:.2f} s of wall time on this machine)")
+    print(f"(scheduled in {metrics['wall_seconds']['schedule']:.2f} s of wall time on this "
+          "machine)")  # fmt: skip
     if args.issue is not None:
         from pccx_flow.cli.replay import print_step_replay
 
@@ -224,6 +209,31 @@ def _trace_counters(schedule, problem, profile) -> dict:
 
         out["L2 bytes"] = l2_occupancy(schedule, problem)
     return out
+
+
+def _schedule_step(args: argparse.Namespace, step, profile, policy) -> tuple:
+    """Build, schedule and measure the step: ``(graph, problem, schedule, metrics)``."""
+    from pccx_flow.schedule.metrics import schedule_metrics
+    from pccx_flow.schedule.problem import problem_from_graph
+    from pccx_flow.schedule.registry import run_on_problem
+
+    t0 = time.perf_counter()
+    graph = step.build(profile)
+    problem = problem_from_graph(graph, profile, memory=args.memory)
+    t1 = time.perf_counter()
+    show = sys.stderr.isatty() and not args.no_progress
+    with tqdm(
+        total=len(problem), desc=args.policy, unit="node", file=sys.stderr,
+        disable=not show, leave=False,
+    ) as bar:  # fmt: skip
+        schedule = run_on_problem(
+            policy, problem, label=args.policy, profile=profile.name,
+            on_place=(lambda _slot: bar.update()) if show else None,
+        )  # fmt: skip
+    t2 = time.perf_counter()
+    metrics = schedule_metrics(schedule, problem, profile)
+    metrics["wall_seconds"] = {"build": t1 - t0, "schedule": t2 - t1}
+    return graph, problem, schedule, metrics
 
 
 def run_dag(args: argparse.Namespace) -> int:

@@ -17,13 +17,13 @@ Timing (all model estimates on the point's profile, never measurements):
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import time
 from collections import defaultdict
 from typing import Any
 
+from pccx_flow.collector import collector_paused
 from pccx_flow.errors import InputError, PccxFlowError, PolicyError
 
 # Bump when what a point record means changes, so old cache entries are not reused.
@@ -49,21 +49,16 @@ def evaluate(task: dict) -> dict:
     """The record of one point (module docstring); ``task`` is plain data (see `run`)."""
     t0 = time.perf_counter()
     record: dict[str, Any] = {"key": task["key"], "point": task["point"]}
-    # A point allocates ~10^5 long-lived dicts; the cyclic collector would rescan them
-    # again and again for nothing (as in `build_decode_graph`), so it runs once, after.
-    gc_was_on = gc.isenabled()
-    gc.disable()
-    try:
-        record.update(_evaluate(task))
-    except PccxFlowError as exc:
-        record["error"] = " ".join(str(exc).split())
-    except (MemoryError, RecursionError, ValueError, ZeroDivisionError, KeyError) as exc:
-        record["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300]
-        record["transient"] = True  # not cached: a later run tries it again
-    finally:
-        if gc_was_on:
-            gc.enable()
-            gc.collect()
+    # ~10^5 long-lived dicts per point (`pccx_flow.collector`); one collection after it,
+    # since a worker goes on to the next point
+    with collector_paused(collect_after=True):
+        try:
+            record.update(_evaluate(task))
+        except PccxFlowError as exc:
+            record["error"] = " ".join(str(exc).split())
+        except (MemoryError, RecursionError, ValueError, ZeroDivisionError, KeyError) as exc:
+            record["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300]
+            record["transient"] = True  # not cached: a later run tries it again
     record["wall_seconds"] = round(time.perf_counter() - t0, 3)
     return record
 

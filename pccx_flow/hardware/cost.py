@@ -189,17 +189,17 @@ _COSTS = {
 }
 
 
-_COST_FIELDS = ("macs", "weight_bytes", "elements", "act_bytes")
-
-
 def _signature(node: Mapping) -> tuple | None:
-    """Everything a node's cost depends on, or None when a field is not a plain int (then
-    the node is costed, and refused, on its own, never answered from the memo)."""
-    values = tuple(node.get(f) for f in _COST_FIELDS)
-    for v in values:
+    """Everything a node's cost depends on (its lane class, op, function and sizes), or
+    None when a size is not a plain int (then the node is costed, and refused, on its own,
+    never answered from the memo)."""
+    get = node.get
+    key = (get("lane_class"), get("op"), get("func"), get("macs"), get("weight_bytes"),
+           get("elements"), get("act_bytes"))  # fmt: skip
+    for v in key[3:]:
         if v is not None and type(v) is not int:
             return None
-    return (node.get("lane_class"), node.get("op"), node.get("func"), *values)
+    return key
 
 
 def node_cycles(node: Mapping, profile: Profile) -> int:
@@ -221,6 +221,17 @@ def node_cycles(node: Mapping, profile: Profile) -> int:
     return cycles
 
 
+def cycles_of(node_id, attrs: Mapping, profile: Profile) -> int:
+    """`node_cycles` of a graph node's attribute dict, whose errors name `node_id` (the
+    dict is copied with its id only when there is an error to report)."""
+    try:
+        return node_cycles(attrs, profile)
+    except (GraphError, ProfileError):
+        if "id" in attrs:
+            raise
+        return node_cycles({**attrs, "id": node_id}, profile)
+
+
 def _node_cycles(node: Mapping, profile: Profile) -> int:
     lane_class, op = node.get("lane_class"), node.get("op")
     if lane_class not in _COSTS:
@@ -240,7 +251,7 @@ def _node_cycles(node: Mapping, profile: Profile) -> int:
     return max(1, _COSTS[lane_class](node, profile))
 
 
-def node_resources(node: Mapping, profile: Profile) -> tuple[str, ...]:
+def node_resources(node: Mapping, profile: Profile, node_id=None) -> tuple[str, ...]:
     """Pool names `node` holds for its whole duration (one unit each).
 
     A GEMV tile holds one weight port while it streams its weights (HP2 or HP3); nothing else
@@ -252,7 +263,8 @@ def node_resources(node: Mapping, profile: Profile) -> tuple[str, ...]:
         if profile.pools.get("weight_port", 0) < 1:
             raise ProfileError(
                 f"profile {profile.name} has no weight_port pool for GEMV node"
-                f" {node.get('id', '?')}; add [pools] weight_port"
+                f" {node.get('id', node_id if node_id is not None else '?')};"
+                " add [pools] weight_port"
             )
         return ("weight_port",)
     return ()
@@ -271,8 +283,7 @@ def annotate_costs(graph, profile: Profile) -> None:
     for a measurement, ``graph.graph["cycles_are"] = "model estimate, profile <name>"``.
     """
     for node_id, attrs in graph.nodes(data=True):
-        view = attrs if "id" in attrs else {**attrs, "id": node_id}
-        attrs["cycles"] = node_cycles(view, profile)
-        attrs["resources"] = list(node_resources(view, profile))
+        attrs["cycles"] = cycles_of(node_id, attrs, profile)
+        attrs["resources"] = list(node_resources(attrs, profile, node_id))
     graph.graph["profile"] = profile.name
     graph.graph["cycles_are"] = f"model estimate, profile {profile.name}"

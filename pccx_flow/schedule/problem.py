@@ -422,7 +422,7 @@ def problem_from_graph(
     order-only edges that issue KV tile reads just ahead of use
     (`pccx_flow.schedule.memory`; ``problem.order_edges``, the graph is not changed).
     """
-    from pccx_flow.hardware.cost import node_cycles, node_resources
+    from pccx_flow.hardware.cost import cycles_of, node_resources
 
     if isinstance(profile, str):
         from pccx_flow.hardware.profile import load_profile
@@ -442,10 +442,9 @@ def problem_from_graph(
                 f"node {n!r} needs a {cls!r} lane but profile {profile.name!r} has none; "
                 f"add one under [lanes]"
             )
-        view = attrs if "id" in attrs else {**attrs, "id": n}  # so cost errors name the node
-        cycles = int(node_cycles(view, profile))
+        cycles = cycles_of(n, attrs, profile)
         costs[n] = {name: cycles for name in names}
-        resources[n] = tuple(node_resources(view, profile))
+        resources[n] = node_resources(attrs, profile, n)
     capacities = holds = order_edges = None
     if memory:
         from pccx_flow.schedule.memory import decode_capacities, decode_holds, kv_prefetch_edges
