@@ -221,7 +221,7 @@ def test_browser_shows_the_reports_link_and_it_opens_the_lanes_page(
     assert browser.save_screenshot(str(out_dir / "dashboard-report.png"))
     link.click()
     WebDriverWait(browser, 30, poll_frequency=0.2).until(
-        lambda d: d.current_url.endswith("run.lanes.html")
+        lambda d: "/run.lanes.html#run=" in d.current_url
         and d.execute_script(DRAWN) not in (None, -1)
     )
 
