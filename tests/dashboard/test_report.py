@@ -147,3 +147,23 @@ def test_the_pair_carries_one_run_id_and_a_mix_is_refused(tmp_path, monkeypatch)
     assert report_module.check_pair(out) == lanes
     (tmp_path / "old.html").write_text("<html><body>a report without a lanes link")
     assert report_module.check_pair(tmp_path / "old.html") is None
+
+
+def test_a_second_writer_waits_for_the_folder_lock(tmp_path, monkeypatch):
+    """The renames of a pair hold the folder lock: while another writer holds it, neither
+    file is replaced (two concurrent runs cannot interleave their renames)."""
+    import threading
+
+    monkeypatch.setattr(report_module, "lanes_html", lambda snap: "<html><body></body></html>")
+    out = tmp_path / "run.html"
+    out.write_text("<html><body>dask</body></html>")
+    lanes = tmp_path / "run.lanes.html"
+    lanes.write_text("OLD")
+    writer = threading.Thread(target=add_lanes_page, args=(out, {"tasks": []}))
+    with atomic.folder_lock(tmp_path):
+        writer.start()
+        writer.join(0.3)
+        assert writer.is_alive() and lanes.read_text() == "OLD"
+        assert "pccx-lanes-link" not in out.read_text()
+    writer.join(10)
+    assert report_module.check_pair(out) == lanes
