@@ -289,6 +289,7 @@ def test_run_report_killed_while_writing_leaves_old_or_a_whole_pair(tmp_path):
     assert killed(".run.lanes.html", 0.004) is not None  # the earlier pair, or the new one
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("small_disk", ["2m", "4m"], indirect=True)
 def test_run_report_on_a_full_disk_leaves_the_old_pair(small_disk):
     """2 MiB: Dask's draft of the report (~1.8 MB) does not fit; 4 MiB: it does, the lanes page and
