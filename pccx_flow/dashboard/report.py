@@ -89,8 +89,8 @@ def run_check_html(run: str) -> str:
     """The lanes page's mark of run `run`, and a script that says so at the top of the page
     when a report of another run linked here (``#run=ID`` of another id)."""
     note = (
-        "This lanes page is not from the run of the report that links here (an interrupted "
-        "or concurrent --report wrote it): run the report again."
+        "This lanes page is not from the run of the report that links here (a --report "
+        "interrupted between writing the two): run the report again."
     )
     return (
         f'<div id="pccx-run" data-pccx-run="{run}" hidden></div><script>(function () {{'
@@ -128,8 +128,8 @@ def check_pair(report: str | Path) -> Path | None:
         other = "missing"
     if other != run:
         raise ReportPairError(
-            f"{lanes} is not the lanes page of the run {report} shows (an interrupted or "
-            "concurrent --report); run the report again"
+            f"{lanes} is not the lanes page of the run {report} shows (a --report interrupted "
+            "between writing the two); run the report again"
         )
     return lanes
 
