@@ -21,6 +21,7 @@ files together (`pccx_flow.board.program.files`).
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import re
 import secrets
@@ -127,6 +128,18 @@ def _target(path: Path) -> Path | None:
     except OSError:
         return None
     return real if stat.S_ISREG(st.st_mode) else None
+
+
+@contextmanager
+def folder_lock(folder: Path) -> Iterator[None]:
+    """An exclusive lock on `folder` (flock on the folder itself: no lock file to leave), for
+    writers of a set of files that must not interleave their renames with another's."""
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock (and the kernel does so if the process is killed)
 
 
 @contextmanager

@@ -65,12 +65,14 @@ def test_killed_at_random_moments_the_file_is_always_complete(tmp_path):
 
 
 @pytest.fixture
-def small_disk(tmp_path):
-    """A 2 MiB tmpfs (needs the right to mount; skipped with the reason otherwise)."""
+def small_disk(tmp_path, request):
+    """A 2 MiB tmpfs, or the size given as the parameter (needs the right to mount; skipped
+    with the reason otherwise)."""
+    size = getattr(request, "param", "2m")
     mnt = tmp_path / "disk"
     mnt.mkdir()
     try:
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)],
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
                            capture_output=True, text=True, timeout=30)  # fmt: skip
     except (OSError, subprocess.SubprocessError) as exc:
         pytest.skip(f"cannot mount a size-limited tmpfs: {exc}")
@@ -216,3 +218,107 @@ def test_killed_commands_leave_each_output_old_or_complete(tmp_path, argv, outpu
             assert p.read_text(errors="replace") == "OLD" or _complete(p), p
     subprocess.run([*CLI, *argv], env=ENV, check=True, capture_output=True, timeout=300)
     assert all(_complete(p) for p in paths.values()) and _parts(tmp_path) == []
+
+
+# --steps 1 --fuse: a few hundred tasks instead of one per node (the distributed scheduler's
+# ~0.6 ms per task made the default four unfused steps ~30 s); the end, which matters here,
+# is the same: Dask writes its draft, then the lanes page and the report are renamed in.
+REPORT = [*CLI, "run", "--synthetic", "tiny", "--policy", "heft", "--steps", "1", "--fuse",
+          "--report"]  # fmt: skip
+
+
+def _report_pair(report: Path) -> str | None:
+    """Each file of `report` and its lanes page is OLD or a complete page; returns the run id
+    of a complete report (None for OLD), whose lanes page is then of the same run or refused
+    by `check_pair` (a kill between the two renames, never read as one run)."""
+    from pccx_flow.dashboard.report import ReportPairError, check_pair, lanes_path, run_id
+
+    texts = [p.read_text(errors="replace") for p in (report, lanes_path(report))]
+    for p, text in zip((report, lanes_path(report)), texts, strict=True):
+        assert text == "OLD" or text.rstrip().endswith("</html>"), (p, text[-200:])
+    if texts[0] == "OLD":
+        return None
+    run = run_id(texts[0])
+    assert run is not None and f'href="{lanes_path(report).name}#run={run}"' in texts[0]
+    if run_id(texts[1]) != run:
+        with pytest.raises(ReportPairError):
+            check_pair(report)
+    else:
+        assert check_pair(report) == lanes_path(report)
+    return run
+
+
+def _kill_when(proc, folder: Path, ending: str, delay: float, sig: int) -> None:
+    """Send `sig` to `proc` `delay` s after a temporary ending in `ending` appears in
+    `folder`."""
+    while proc.poll() is None:
+        if any(n.endswith(ending) for n in _parts(folder)):
+            time.sleep(delay)
+            proc.send_signal(sig)
+            proc.wait()
+            return
+        time.sleep(0.002)
+    pytest.fail(f"the run ended ({proc.returncode}) before a temporary *{ending} appeared")
+
+
+@pytest.mark.slow
+def test_run_report_killed_while_writing_leaves_old_or_a_whole_pair(tmp_path):
+    """Kills timed off the temporaries at the end of the run: after Dask's draft of the report
+    appears (while it is written and the lanes page is built), and as the lanes page's
+    temporary appears (it and the report's are written, then both renamed within a few ms);
+    first over OLD files, then over a whole pair of an earlier run."""
+    out = tmp_path / "run.html"
+    out.write_text("OLD")
+    (tmp_path / "run.lanes.html").write_text("OLD")
+    rng = random.Random(27)
+    outcomes = []
+
+    def killed(ending: str, delay: float) -> str | None:
+        proc = subprocess.Popen([*REPORT, str(out)], env=ENV, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)  # fmt: skip
+        sig = rng.choice([signal.SIGKILL, signal.SIGTERM])
+        _kill_when(proc, tmp_path, ending, rng.uniform(0, delay), sig)
+        outcomes.append(_report_pair(out))
+        return outcomes[-1]
+
+    killed(".run.html", 1.0)  # Dask's draft
+    killed(".run.lanes.html", 0.004)
+    subprocess.run([*REPORT, str(out)], env=ENV, check=True, capture_output=True, timeout=300)
+    first = _report_pair(out)
+    assert first is not None and _parts(tmp_path) == []  # the killed runs' temporaries
+    assert killed(".run.lanes.html", 0.004) is not None  # the earlier pair, or the new one
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("small_disk", ["2m", "4m"], indirect=True)
+def test_run_report_on_a_full_disk_leaves_the_old_pair(small_disk):
+    """2 MiB: Dask's draft of the report (~1.8 MB) does not fit; 4 MiB: it does, the lanes page and
+    the new report do not. Either way the old pair stays and the error is one line."""
+    out = small_disk / "run.html"
+    lanes = small_disk / "run.lanes.html"
+    out.write_text("OLD")
+    lanes.write_text("OLD LANES")
+    r = subprocess.run([*REPORT, str(out)], env=ENV, capture_output=True, text=True,
+                       timeout=300)  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "No space left on device" in r.stderr, r.stderr
+    assert out.read_text() == "OLD" and lanes.read_text() == "OLD LANES"
+    assert _parts(small_disk) == []
+
+
+@pytest.mark.slow
+def test_concurrent_run_reports_to_one_path_leave_one_runs_pair(tmp_path):
+    out = tmp_path / "run.html"
+    procs = [
+        subprocess.Popen([*REPORT, str(out)], env=ENV, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE)
+        for _ in range(2)
+    ]  # fmt: skip
+    for p in procs:
+        assert p.wait(timeout=300) == 0, p.stderr.read()
+        p.stderr.close()
+    from pccx_flow.dashboard.report import check_pair, run_id
+
+    assert _report_pair(out) is not None and check_pair(out) == tmp_path / "run.lanes.html"
+    assert run_id(out.read_text()) == run_id((tmp_path / "run.lanes.html").read_text())
+    assert _parts(tmp_path) == []

@@ -221,9 +221,16 @@ def test_browser_shows_the_reports_link_and_it_opens_the_lanes_page(
     assert browser.save_screenshot(str(out_dir / "dashboard-report.png"))
     link.click()
     WebDriverWait(browser, 30, poll_frequency=0.2).until(
-        lambda d: d.current_url.endswith("run.lanes.html")
-        and d.execute_script(DRAWN) not in (None, -1)
+        lambda d: (
+            "/run.lanes.html#run=" in d.current_url and d.execute_script(DRAWN) not in (None, -1)
+        )
     )
+    other_run = "return document.getElementById('pccx-other-run') !== null;"
+    assert browser.execute_script(other_run) is False  # the report's own run
+    browser.get("about:blank")
+    browser.get((tmp_path / "run.lanes.html").as_uri() + "#run=0123abcd")  # another run's
+    assert browser.execute_script(other_run) is True
+    assert "not from the run of the report" in browser.find_element(By.ID, "pccx-other-run").text
 
 
 def _narrow_task_snapshot() -> dict:

@@ -23,13 +23,10 @@ never overwritten unless the caller says so (`check_overwrite`).
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import struct
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -171,17 +168,6 @@ def sibling_paths_for_writing(path: Path) -> dict[str, Path]:
     return {"words": path, "memh": path.with_suffix(".memh"), "json": path.with_suffix(".json")}
 
 
-@contextmanager
-def _folder_lock(folder: Path) -> Iterator[None]:
-    """An exclusive lock on `folder` (flock on the folder itself: no lock file to leave)."""
-    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock (and the kernel does so if the process is killed)
-
-
 def write_program(program: Program, path: Path, *, force: bool = False) -> dict[str, Path]:
     """Write ``path`` (words), its ``.memh`` and its ``.json`` sidecar; return the paths.
 
@@ -200,7 +186,7 @@ def write_program(program: Program, path: Path, *, force: bool = False) -> dict[
     side["files"] = {"words": paths["words"].name, "memh_sha256": hashlib.sha256(memh).hexdigest()}
     side["sidecar_sha256"] = content_hash(side)
     text = (json.dumps(side, indent=1, allow_nan=False) + "\n").encode("utf-8")
-    with _folder_lock(paths["words"].parent):
+    with atomic.folder_lock(paths["words"].parent):
         if not force:
             check_overwrite(paths["words"])
         order = [paths["words"], paths["memh"], paths["json"]]
