@@ -26,15 +26,6 @@ from pccx_flow.cli.common import (
     seed,
 )
 from pccx_flow.errors import InputError
-from pccx_flow.execute.compare import (
-    BF16_RELATIVE_TOLERANCE,
-    FLOAT64_LOGIT_TOLERANCE,
-    LOGIT_TOLERANCE,
-    KVRounding,
-    bf16_judgement,
-    kv_rounding,
-    step_verdict,
-)
 from pccx_flow.model.config import PRESETS, SEMANTICS
 from pccx_flow.precision import DEFAULT_PRECISION, PRECISIONS
 
@@ -247,6 +238,8 @@ def parse_prompt_ids(text: str) -> list[int]:
 
 
 def _check_options(args) -> None:
+    from pccx_flow.execute.compare import FLOAT64_LOGIT_TOLERANCE, LOGIT_TOLERANCE
+
     """The checks between options (each number's range is checked by its argparse type)."""
     if args.tolerance is None:
         float64 = args.precision == "float64"
@@ -418,9 +411,10 @@ class _Checker:
         # (`pccx_flow.execute.compare.bf16_step_verdict`) judges its steps
         self.bf16 = bf16
         self.cache = new_kv_cache(ckpt.config, semantics)
-        self.rows: list[tuple[int, float, bool, KVRounding, bool]] = []
+        self.rows: list[tuple] = []  # (position, diff, same, KVRounding, ok)
 
     def __call__(self, position, token_id, logits, seconds, state):
+        from pccx_flow.execute.compare import KVRounding, bf16_judgement, kv_rounding, step_verdict
         from pccx_flow.reference.decode import decode_step
 
         p = position
@@ -546,6 +540,8 @@ def print_programs(summaries: list[dict], args) -> None:
 
 
 def _print_results(args, prompt: list[int], result, checker, where: str) -> int:
+    from pccx_flow.execute.compare import BF16_RELATIVE_TOLERANCE
+
     """The run's table (tokens, per-step times, --check verdicts); returns the exit code."""
     print(f"prompt ids: {','.join(map(str, prompt))}")
     print(f"generated ids: {','.join(map(str, result.tokens))}")
