@@ -168,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
     records = with_cost(run_points(tasks, cache, on_record=fresh.append, **opts), base)
     wall = time.perf_counter() - t0
     base_record, records = records[0], records[1:]
-    table = smallest_changes([base_record, *records])
+    table = smallest_changes([base_record, *records], base_point=base_point)
     if not args.no_prune:
         from pccx_flow.explore.analysis import changes
         from pccx_flow.explore.prune import prune

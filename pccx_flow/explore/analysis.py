@@ -39,11 +39,15 @@ def pareto_front(records: list[dict]) -> list[dict]:
     return front
 
 
-def smallest_changes(records: list[dict], targets=TARGETS) -> list[dict]:
-    """Per target tok/s, the cheapest record reaching it (fewest changed parameters on a
-    tie, then the fastest), or a row saying none did and the best reached."""
+def smallest_changes(
+    records: list[dict], targets=TARGETS, base_point: dict | None = None
+) -> list[dict]:
+    """Per target tok/s, the cheapest record reaching it (on a tie the one with the fewest
+    parameters changed from `base_point`, then the fastest), or a row saying none did and
+    the best reached."""
     rows = []
     good = ok(records)
+    base_point = base_point or {}
     for target in targets:
         reach = [r for r in good if r["tok_s"] >= target]
         if not reach:
@@ -51,7 +55,8 @@ def smallest_changes(records: list[dict], targets=TARGETS) -> list[dict]:
             rows.append({"target": target, "record": None,
                          "best_tok_s": top["tok_s"] if top else None})  # fmt: skip
             continue
-        r = min(reach, key=lambda r: (r["cost"], len(r["point"]), -r["tok_s"]))
+        r = min(reach, key=lambda r: (r["cost"], len(changes(r["point"], base_point)),
+                                      -r["tok_s"]))  # fmt: skip
         rows.append({"target": target, "record": r, "best_tok_s": r["tok_s"]})
     return rows
 

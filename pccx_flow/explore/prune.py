@@ -6,9 +6,10 @@ weights all stream through the GEMM array, say. `prune` tries each change in tur
 first, set back to the base design's value, keeps the design without it when that design
 still reaches the target, and returns the evaluated records. Each try is a real point,
 scheduled and bounded like the others (through `evaluate_many`, so cached and on Dask), so
-every number in the table is a point that was run, not an interpolation. It is greedy: the
-result needs every change it keeps (dropping any one alone misses the target) but is not
-proven the cheapest design overall.
+every number in the table is a point that was run, not an interpolation. It is greedy and
+makes one pass: a kept change was needed when it was tried (with the changes not tried yet
+still in place), so after a later change is dropped an earlier kept one may have become
+unneeded; the result is neither proven minimal nor the cheapest design overall.
 """
 
 from __future__ import annotations

@@ -26,6 +26,14 @@ def test_smallest_changes_pick_the_cheapest_design_per_target_or_say_none():
     assert rows[2]["best_tok_s"] == 12
 
 
+def test_on_a_cost_tie_the_design_with_fewer_changes_wins():
+    base = {"weight_ports": 2, "core_mhz": 400.0, "kv_bits": 16}
+    two = _rec("two", 1, 6, weight_ports=3, core_mhz=400.0, kv_bits=8)
+    one = _rec("one", 1, 5.5, weight_ports=3, core_mhz=400.0, kv_bits=16)
+    rows = smallest_changes([two, one], targets=(5,), base_point=base)
+    assert rows[0]["record"]["key"] == "one"  # without the base the faster "two" would win
+
+
 def test_the_context_curve_marks_where_the_bound_changes():
     recs = [_rec("a", 0, 3, position=0), _rec("c", 0, 1, "lane_class:dma", position=8191),
             _rec("b", 0, 2.9, position=1023)]  # fmt: skip
