@@ -349,6 +349,9 @@ def _capacity_groups(problem: SchedulingProblem) -> list[CapacityGroup]:
     return out
 
 
+_NO_PARTIAL: dict[int, int] = {}  # shared by the many nodes below no partly read group; read only
+
+
 class _ForcedStarts:
     """The starts `capacity_forced_starts` proves, applied during a longest-path pass.
 
@@ -373,44 +376,64 @@ class _ForcedStarts:
 
     def __init__(self, problem: SchedulingProblem, groups, preds, finish) -> None:
         self.preds, self.finish, self.groups, self.index = preds, finish, groups, problem.index
-        sources = sorted({n for g in groups for n in g.sources}, key=problem.index.__getitem__)
-        self.src_bit = {n: 1 << j for j, n in enumerate(sources)}
-        position = {n: j for j, n in enumerate(sources)}
-        self.source_masks = [bit_mask(position[n] for n in g.sources) for g in groups]
+        # Which sources of which group are ancestors of a node: per group a bit per source
+        # (local to the group), only while the group is partly covered; a fully covered
+        # group moves to `covered`. Groups are a layer's KV reads, so partial sets live
+        # only inside one attention block and no node carries a bit per read of the step.
+        self.bits_of: dict[Node, list[tuple[int, int]]] = defaultdict(list)
+        self.full: list[int] = []
+        for i, g in enumerate(groups):
+            ordered = sorted(g.sources, key=problem.index.__getitem__)
+            for j, n in enumerate(ordered):
+                self.bits_of[n].append((i, 1 << j))
+            self.full.append((1 << len(ordered)) - 1)
         self.last_reader = [max(problem.index[r] for r in g.readers) for g in groups]
         self.reader_of: dict[Node, list[int]] = defaultdict(list)
         for i, g in enumerate(groups):
             for r in g.readers:
                 self.reader_of[r].append(i)
         self.t_q: list[int | None] = [None] * len(groups)
-        self.anc: dict[Node, int] = {}  # sources among a node's ancestors, as bits
+        self.partial: dict[Node, dict[int, int]] = {}  # group -> its sources among ancestors
+        self.covered: dict[Node, frozenset] = {}  # groups all of whose sources are ancestors
         self.applied: dict[Node, frozenset] = {}  # groups whose start a node inherits
 
     def start_at_least(self, n: Node) -> int:
         """The largest forced start of `n` (0 if none); call once per node, in order."""
         preds, finish = self.preds[n], self.finish
-        mask = 0
+        covered: frozenset = frozenset()
         applied: frozenset = frozenset()
+        partial: dict[int, int] = {}
         for p in preds:
-            mask |= self.anc[p] | self.src_bit.get(p, 0)
-            if not self.applied[p] <= applied:
-                applied = applied | self.applied[p]
-        self.anc[n] = mask
+            c, a = self.covered[p], self.applied[p]
+            if not c <= covered:  # shared with the input when it adds to nothing
+                covered = covered | c if covered else c
+            if not a <= applied:
+                applied = applied | a if applied else a
+            for i, m in self.partial[p].items():
+                partial[i] = partial.get(i, 0) | m
+            for i, bit in self.bits_of.get(p, ()):
+                partial[i] = partial.get(i, 0) | bit
+        if partial:
+            done = [i for i, m in partial.items() if i in covered or m == self.full[i]]
+            for i in done:
+                del partial[i]
+            covered = covered.union(done) if done else covered
+        self.partial[n], self.covered[n] = partial or _NO_PARTIAL, covered
         for i in self.reader_of.get(n, ()):
             sources = self.groups[i].sources
             gate = max((finish[p] for p in preds if p not in sources), default=0)
             if self.t_q[i] is None or gate < self.t_q[i]:
                 self.t_q[i] = gate
         best, added, idx = 0, [], self.index[n]
-        for i, g in enumerate(self.groups):
-            if i in applied or idx <= self.last_reader[i]:
-                continue
-            if mask & self.source_masks[i] != self.source_masks[i]:
-                continue
-            t = (self.t_q[i] or 0) + -(-g.late_work // g.lanes)
-            if t > best:
-                best = t
-            added.append(i)
+        if not covered <= applied:
+            for i in covered - applied:
+                if idx <= self.last_reader[i]:
+                    continue
+                g = self.groups[i]
+                t = (self.t_q[i] or 0) + -(-g.late_work // g.lanes)
+                if t > best:
+                    best = t
+                added.append(i)
         self.applied[n] = applied | frozenset(added) if added else applied
         return best
 
