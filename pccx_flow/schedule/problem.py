@@ -142,10 +142,15 @@ class SchedulingProblem:
         }
 
         self.costs: dict[Node, dict[str, int]] = {}
+        checked: dict[int, dict[str, int]] = {}  # a row object given for many nodes: once
         for n in self.order:
             row = costs.get(n)
             if not row:
                 raise GraphError(f"node {n!r} has no lane that can run it; give it a cost")
+            same = checked.get(id(row))
+            if same is not None:
+                self.costs[n] = same
+                continue
             clean: dict[str, int] = {}
             for lane_name in sorted(row, key=self._lane_pos):
                 c = row[lane_name]
@@ -160,25 +165,35 @@ class SchedulingProblem:
                 clean[lane_name] = int(c)
             if not clean:
                 raise GraphError(f"node {n!r} has no lane that can run it; give it a cost")
-            self.costs[n] = clean
+            self.costs[n] = checked[id(row)] = clean
 
         # Nodes with equal cost rows share one key (tiles of one matrix, say), so the
         # timeline can recognise look-alike nodes with one dict lookup.
         interned: dict[tuple, tuple] = {}
+        by_row: dict[int, tuple] = {}  # rows shared by many nodes (above) are keyed once
         self.cost_key: dict[Node, tuple] = {}
         for n in self.order:
-            row = tuple(self.costs[n].items())
-            self.cost_key[n] = interned.setdefault(row, row)
+            clean = self.costs[n]
+            key = by_row.get(id(clean))
+            if key is None:
+                row = tuple(clean.items())
+                key = by_row[id(clean)] = interned.setdefault(row, row)
+            self.cost_key[n] = key
 
         self.resources: dict[Node, tuple[str, ...]] = {}
+        known: dict[tuple, tuple[str, ...]] = {}  # the few distinct pool lists, checked once
         for n in self.order:
-            needed = tuple(dict.fromkeys((resources or {}).get(n, ())))
-            for pool in needed:
-                if self.pools.get(pool, 0) < 1:
-                    raise ProfileError(
-                        f"node {n!r} needs pool {pool!r}, which the profile does not provide; "
-                        f"add it under [pools]"
-                    )
+            given = tuple((resources or {}).get(n, ()))
+            needed = known.get(given)
+            if needed is None:
+                needed = tuple(dict.fromkeys(given))
+                for pool in needed:
+                    if self.pools.get(pool, 0) < 1:
+                        raise ProfileError(
+                            f"node {n!r} needs pool {pool!r}, which the profile does not "
+                            f"provide; add it under [pools]"
+                        )
+                known[given] = needed
             self.resources[n] = needed
 
         if holds is not None and demands is not None:
@@ -433,6 +448,7 @@ def problem_from_graph(
     for lane in lanes:
         by_class.setdefault(lane.lane_class, []).append(lane.name)
     costs: dict[Node, dict[str, int]] = {}
+    rows: dict[tuple[str, int], dict[str, int]] = {}  # one row object per (class, cycles)
     resources: dict[Node, tuple[str, ...]] = {}
     for n, attrs in graph.nodes(data=True):
         cls = attrs.get("lane_class")
@@ -443,7 +459,10 @@ def problem_from_graph(
                 f"add one under [lanes]"
             )
         cycles = cycles_of(n, attrs, profile)
-        costs[n] = {name: cycles for name in names}
+        row = rows.get((cls, cycles))
+        if row is None:
+            row = rows[(cls, cycles)] = {name: cycles for name in names}
+        costs[n] = row
         resources[n] = node_resources(attrs, profile, n)
     capacities = holds = order_edges = None
     if memory:
