@@ -75,7 +75,8 @@ def _evaluate(task: dict) -> dict:
     config = get_config(task["preset"])
     step = task["step"]
     check_position(config, step["position"])
-    graph = build_point_graph(config, step, profile)
+    # a lowered program (--replay) is made from the graph: that point gets its own
+    graph = build_point_graph(config, step, profile, reuse=task.get("replay") is None)
     problem = problem_from_graph(graph, profile, memory=task["memory"])
     best, per_policy, failed = None, {}, {}
     for name in task["policies"]:

@@ -10,6 +10,7 @@ worker processes on 127.0.0.1, or ``--scheduler tcp://...``), or in this process
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -81,6 +82,9 @@ def run_points(
         if t["key"] not in seen:
             seen.add(t["key"])
             todo.append(t)
+    # points of one step shape next to each other, so a worker reuses its shaped graph
+    # (`build_point_graph`); records still come back in task order
+    todo.sort(key=lambda t: json.dumps(t["step"], sort_keys=True))
     bar = tqdm(total=len(seen), initial=len(seen) - len(todo), desc="explore", unit="pt",
                file=sys.stderr, disable=not progress, dynamic_ncols=True)  # fmt: skip
 

@@ -26,7 +26,10 @@ changes, in place, what each node costs, before the profile's costs are annotate
 
 from __future__ import annotations
 
+import json
 import math
+import threading
+from collections import OrderedDict
 from typing import Any
 
 import networkx as nx
@@ -37,16 +40,47 @@ KV_BASE_BITS = 16  # pccx semantics keep KV rows as float16 (`blocks_attention`)
 WEIGHT_BASE_BITS = 4
 
 
-def build_point_graph(config: Any, step: dict, profile: Any) -> nx.DiGraph:
-    """The costed decode graph of one design point (module docstring)."""
-    from pccx_flow.graph.build import build_decode_graph
+# Shaped (uncosted) graphs a thread built last, by step: most points of a sweep change only
+# the hardware, whose costs `annotate_costs` rewrites on every node, so the graph itself can
+# be reused. Per thread, so two points never cost one graph at once.
+_SHAPED = threading.local()
+SHAPED_KEPT = 2  # an E4B graph is ~70 MB at 1,023 tokens, ~150 MB at 8,191
+
+
+def build_point_graph(config: Any, step: dict, profile: Any, *, reuse: bool = False) -> nx.DiGraph:
+    """The costed decode graph of one design point (module docstring).
+
+    With `reuse`, the shaped graph of an earlier point of this thread with the same config,
+    step and row alignment is costed again instead of being built (only the cost attributes
+    change; nothing downstream of `problem_from_graph` writes to the graph). The caller
+    must be done with the previous point's graph: it is the same object.
+    """
     from pccx_flow.hardware.cost import annotate_costs
+
+    row_align = _row_align(profile)
+    if not reuse:
+        graph = _shaped_graph(config, step, row_align)
+    else:
+        kept: OrderedDict = getattr(_SHAPED, "graphs", None) or OrderedDict()
+        _SHAPED.graphs = kept
+        key = (config, json.dumps(step, sort_keys=True), row_align)
+        graph = kept.get(key)
+        if graph is None:
+            graph = kept[key] = _shaped_graph(config, step, row_align)
+            while len(kept) > SHAPED_KEPT:
+                kept.popitem(last=False)
+        kept.move_to_end(key)
+    annotate_costs(graph, profile)
+    return graph
+
+
+def _shaped_graph(config: Any, step: dict, row_align: int) -> nx.DiGraph:
+    from pccx_flow.graph.build import build_decode_graph
 
     graph = build_decode_graph(config, semantics="pccx", position=step["position"],
                                tile_rows=step["tile_rows"], profile=None,
-                               row_align=_row_align(profile))  # fmt: skip
+                               row_align=row_align)  # fmt: skip
     reshape(graph, step)
-    annotate_costs(graph, profile)
     return graph
 
 

@@ -102,3 +102,27 @@ def test_an_unwritable_cache_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "mkstemp", refused)
     with pytest.raises(InputError, match="cannot write to the cache folder .*--no-cache"):
         Cache(tmp_path / "c").put({"key": "ab" * 32})
+
+
+def test_a_reused_shaped_graph_gives_the_records_a_fresh_build_gives(monkeypatch):
+    """Points that share a step shape cost one graph again and again (`build_point_graph`
+    with reuse); in any order, each record equals the one built from scratch."""
+    from pccx_flow.explore import step as step_mod
+    from pccx_flow.explore.point import evaluate
+
+    points = [{"gemv_lanes": 8}, {"kv_bits": 8}, {"core_mhz": 600, "weight_ports": 4},
+              {"kv_bits": 8, "sfu_cycles": 1.0}, {}]  # fmt: skip
+    tasks = _tasks(points)
+
+    def plain(records):
+        return [{k: v for k, v in r.items() if k != "wall_seconds"} for r in records]
+
+    monkeypatch.setattr(step_mod, "_SHAPED", step_mod.threading.local())
+    reused = plain(evaluate(t) for t in tasks)
+    assert len(step_mod._SHAPED.graphs) == 2  # two shapes among the five points
+    fresh = []
+    for t in tasks:
+        monkeypatch.setattr(step_mod, "_SHAPED", step_mod.threading.local())
+        fresh.append(evaluate(t))
+    assert reused == plain(fresh)
+    assert len({r["makespan_cycles"] for r in reused}) >= 3  # the points do differ
