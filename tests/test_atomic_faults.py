@@ -99,7 +99,10 @@ def test_a_full_disk_leaves_every_old_output_intact(small_disk, capsys):
     outputs = {
         "json": small_disk / "s.sched.json",
         "gantt": small_disk / "g.svg",
+        "trace": small_disk / "t.json",
+        "pccx": small_disk / "p.pccx",
         "graph": small_disk / "g.graph.json",
+        "render": small_disk / "r.svg",
     }
     for path in outputs.values():
         path.write_text("OLD")
@@ -110,7 +113,10 @@ def test_a_full_disk_leaves_every_old_output_intact(small_disk, capsys):
         ["emit", *tiny, "--position", "5", "-o", str(prog)],
         ["schedule", *tiny, "--json", str(outputs["json"])],
         ["schedule", *tiny, "--gantt", str(outputs["gantt"])],
+        ["schedule", *tiny, "--trace", str(outputs["trace"])],
+        ["schedule", *tiny, "--pccx", str(outputs["pccx"])],
         ["graph", "export", *tiny, "-o", str(outputs["graph"])],
+        ["render", "--preset", "tiny", "--layer", "0", "-o", str(outputs["render"])],
     ]
     for argv in runs:
         assert main(argv) == 2, argv
@@ -259,6 +265,48 @@ def _kill_when(proc, folder: Path, ending: str, delay: float, sig: int) -> None:
             return
         time.sleep(0.002)
     pytest.fail(f"the run ended ({proc.returncode}) before a temporary *{ending} appeared")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("argv", "output"),
+    [
+        (["schedule", *TINY, "--policy", "{policy}", "--json", "{out}"], "s.json"),
+        (["schedule", *TINY, "--policy", "{policy}", "--gantt", "{out}"], "g.svg"),
+        (["graph", "export", "--preset", "tiny", "--layers", "{layers}", "-o", "{out}"],
+         "g.json"),
+        (["render", "--preset", "tiny", "--layer", "{layer}", "-o", "{out}"], "r.svg"),
+    ],
+    ids=["schedule-json", "schedule-gantt", "graph-export", "render"],
+)  # fmt: skip
+def test_concurrent_writers_to_one_path_leave_one_whole_file(tmp_path, argv, output):
+    """Three runs that make different files, all to one path: each exits 0 and the path
+    holds one of the three whole, never a blend, with no temporaries left."""
+    out = tmp_path / output
+    variants = [{"policy": p, "layers": f"0:{i + 1}", "layer": str(i)}
+                for i, p in enumerate(("heft", "critical-path", "program-order"))]  # fmt: skip
+    made = []
+    for v in variants:  # what each run writes alone
+        subprocess.run([*CLI, *[a.format(out=out, **v) for a in argv]], env=ENV, check=True,
+                       capture_output=True, timeout=300)  # fmt: skip
+        made.append(out.read_bytes())
+    assert len(set(made)) == 3  # the runs do write different files
+    procs = [subprocess.Popen([*CLI, *[a.format(out=out, **v) for a in argv]], env=ENV,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             for v in variants]  # fmt: skip
+    for proc in procs:
+        assert proc.wait(timeout=300) == 0, proc.stderr.read()
+        proc.stderr.close()
+    data = out.read_bytes()
+    if output.endswith(".json"):  # the trace-free JSON carries wall times: compare the rest
+        data, made = _no_wall(data), [_no_wall(m) for m in made]
+    assert data in made and _parts(tmp_path) == []
+
+
+def _no_wall(data: bytes) -> bytes:
+    obj = json.loads(data)
+    obj.get("metrics", {}).pop("wall_seconds", None)
+    return json.dumps(obj, sort_keys=True).encode()
 
 
 @pytest.mark.slow

@@ -55,22 +55,23 @@ def run_layout(
     exe = find_layout_program(program)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic.replacing(out) as tmp:  # a killed or failed `dot` leaves `out` as it was
-        try:
-            proc = subprocess.run(
-                [exe, *extra_args, f"-T{fmt}", "-o", str(tmp)],
-                input=source.encode("utf-8"),
-                capture_output=True,
-                timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise RenderError(
-                f"Graphviz '{program}' took longer than {timeout:g} s: render fewer layers or "
-                "collapse more (--collapse blocks or layers)"
-            ) from None
-        if proc.returncode != 0:
-            detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-            first = detail[0] if detail else f"exit status {proc.returncode}"
-            raise RenderError(f"Graphviz '{program}' failed: {first}")
+    try:  # the picture comes back on stdout: this process writes the file, so a full disk
+        # is the usual OSError (Graphviz says only "gvwrite_no_z problem 50")
+        proc = subprocess.run(
+            [exe, *extra_args, f"-T{fmt}"],
+            input=source.encode("utf-8"),
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise RenderError(
+            f"Graphviz '{program}' took longer than {timeout:g} s: render fewer layers or "
+            "collapse more (--collapse blocks or layers)"
+        ) from None
+    if proc.returncode != 0:
+        detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        first = detail[0] if detail else f"exit status {proc.returncode}"
+        raise RenderError(f"Graphviz '{program}' failed: {first}")
+    atomic.write_bytes(out, proc.stdout)  # a killed or failed run leaves `out` as it was
     return out
