@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -50,19 +48,18 @@ def test_the_pages_quote_what_each_command_prints(command, capsys):
     assert match and match[1] == match[2] and int(match[1]) >= 1, out
 
 
-def test_a_stale_quote_is_caught(tmp_path):
+def test_a_stale_quote_is_caught(tmp_path, capsys):
     """The checker fails on a README whose quoted block differs from the command output."""
     readme = tmp_path / "README.md"
     readme.write_text(
         "<!-- command: pccx-flow schedule --list | lines: ^critical-path -->\n```\nstale\n```\n"
     )
-    script = ROOT / "benchmarks" / "readme_commands.py"
-    run = [sys.executable, str(script), "--readme", str(readme)]
-    stale = subprocess.run(run, capture_output=True, text=True, timeout=120)
-    assert stale.returncode == 1 and "-stale" in stale.stdout
-    assert subprocess.run([*run, "--update"], capture_output=True, timeout=120).returncode == 0
+    check = checker().main
+    assert check(["--readme", str(readme)]) == 1
+    assert "-stale" in capsys.readouterr().out
+    assert check(["--readme", str(readme), "--update"]) == 0
     assert readme.read_text().splitlines()[2].startswith("critical-path")
-    assert subprocess.run(run, capture_output=True, timeout=120).returncode == 0
+    assert check(["--readme", str(readme)]) == 0
 
 
 def test_the_readme_stays_a_screen_or_two_and_links_the_docs():
