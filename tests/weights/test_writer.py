@@ -11,6 +11,7 @@ import errno
 import hashlib
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -53,19 +54,26 @@ def dead_pid() -> int:
 
 
 @pytest.fixture(scope="module")
-def seeds(tmp_path_factory, tiny_config) -> dict[int, dict[str, str]]:
-    """Digests of the tiny checkpoints of seeds 0 and 1, each written into a fresh folder."""
+def oracle(tmp_path_factory, tiny_config) -> dict[int, Path]:
+    """The tiny checkpoints of seeds 0 and 1, each written into a fresh folder."""
     base = tmp_path_factory.mktemp("oracle")
-    return {
-        s: digest(write_synthetic_checkpoint(tiny_config, s, base / f"s{s}", progress=False))
-        for s in (0, 1)
-    }
+    return {s: write_synthetic_checkpoint(tiny_config, s, base / f"s{s}", progress=False)
+            for s in (0, 1)}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def seeds(oracle) -> dict[int, dict[str, str]]:
+    """Digests of the tiny checkpoints of seeds 0 and 1."""
+    return {s: digest(folder) for s, folder in oracle.items()}
 
 
 @pytest.fixture
-def old(tmp_path, tiny_config) -> Path:
-    """A complete seed-0 checkpoint that the test then overwrites."""
-    return write_synthetic_checkpoint(tiny_config, 0, tmp_path / "ck", progress=False)
+def old(tmp_path, oracle, seeds) -> Path:
+    """A complete seed-0 checkpoint that the test then overwrites: a copy of the seed-0
+    oracle (the same bytes a fresh write gives, without writing the tensors again)."""
+    out = shutil.copytree(oracle[0], tmp_path / "ck")
+    assert digest(out) == seeds[0]
+    return out
 
 
 def test_force_replaces_the_checkpoint_and_leaves_nothing_behind(old, seeds, tiny_config):
