@@ -41,6 +41,12 @@ class NodeCall:
     producers: tuple[str, ...]
     sources: tuple[tuple[int, int] | None, ...]
 
+    def __dask_tokenize__(self) -> tuple:
+        # Dask names a submitted graph by a token of every task's arguments; walking each
+        # call's params, weights and shapes cost ~1 s a tiny step. A node id is unique in
+        # its step, and the task keys it travels with carry the step.
+        return ("NodeCall", self.node, self.kernel)
+
 
 def plan_graph(graph: nx.DiGraph) -> dict[str, NodeCall]:
     """One `NodeCall` per node, in a topological order of the graph.

@@ -40,6 +40,11 @@ class StepContext:
     token_id: int
     precision: str = DEFAULT_PRECISION
 
+    def __dask_tokenize__(self) -> tuple:
+        # one per task of a step: not the whole config walked each time (`NodeCall`'s note)
+        return ("StepContext", hash(self.config), self.semantics, self.position, self.token_id,
+                self.precision)  # fmt: skip
+
 
 _OPEN_LOCK = threading.Lock()
 _OPENED: dict[str, Any] = {}
@@ -68,6 +73,10 @@ class WeightsRef:
         if path is None:
             path = getattr(checkpoint, "path", None) or getattr(checkpoint, "root", None)
         self.path = None if path is None else str(path)
+
+    def __dask_tokenize__(self) -> tuple:
+        # else Dask pickles it (path and config) for every task that reads weights
+        return ("WeightsRef", self.path if self.path is not None else id(self.checkpoint))
 
     def __reduce__(self):
         if self.path is None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from pccx_flow.cli import run as run_cli
 from pccx_flow.cli.main import main
 from pccx_flow.reference.generate import generate as reference_generate
 
@@ -44,7 +43,9 @@ def test_unknown_precision_is_a_usage_error(tiny_ckpt_dir, capsys):
 
 
 def test_check_failure_exits_one(tiny_ckpt_dir, capsys, monkeypatch):
-    monkeypatch.setattr(run_cli, "step_verdict", lambda *args: False)  # every step disagrees
+    import pccx_flow.execute.compare as rules
+
+    monkeypatch.setattr(rules, "step_verdict", lambda *args: False)  # every step disagrees
     rc = main(["run", "--weights", str(tiny_ckpt_dir), "--steps", "1", "--check",
                "--no-progress", "--fuse", "--policy", "critical-path"])  # fmt: skip
     assert rc == 1
