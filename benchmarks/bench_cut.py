@@ -1,0 +1,198 @@
+"""Is the policy or the bound loose? Cuts of the E4B step, solved with CP-SAT.
+
+The whole step is far beyond what CP-SAT proves, so this takes cuts of it: one or two
+consecutive layers (`build_decode_graph(..., layers=(a, b))`), within L2 as `schedule`
+makes the problem (`problem_from_graph(memory=True)`), and the same problem without the
+heuristic KV read-ahead edges (`SchedulingProblem.without_order_edges`): the *hardware*
+problem, the one every bound of `step_bounds` is about. For each cut it records every bound
+of the hardware problem, the makespans of the policies on both problems (a schedule of the
+problem with the edges is a schedule of the hardware problem too), and `solve_exact` on the
+hardware problem seeded with the best of them: the best makespan CP-SAT finds and the lower
+bound it proves. The solver's schedule goes through `validate_schedule` like any policy's.
+
+Read per case: *best policy / CP-SAT best* is the part of the gap that is the policy's (at
+least); *CP-SAT proven bound / our largest bound* the part that is the bound's (at least);
+what lies between CP-SAT's best and its proven bound is still open.
+
+The default layer is 17: dense (E4B's sparse FFN gate is on layers 0-9), local (global
+layers are 4, 9, 14, ...; under the pccx semantics both attend the whole context and differ
+only in RoPE θ) and owning its KV cache (layers 20-34 reuse layer 18's or 19's); the
+two-layer cut is 17-18 (both local). Makespans and bounds are model estimates on the named
+profile, never measured on a board; solver wall time is this machine's, with whatever else
+runs on it (the load average before and after each case is recorded).
+
+    python benchmarks/bench_cut.py   # 2 profiles x 1023, 8191 x 1, 2 layers
+    python benchmarks/bench_cut.py --positions 255 --keep     # add rows to the existing file
+    python benchmarks/bench_cut.py --seconds 60               # CP-SAT time per case
+
+Writes benchmarks/results/cut.json (after each case, so a long run keeps its rows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from measure import RESULTS, write_result  # noqa: E402
+
+from pccx_flow.compare.exact import ExactPolicy, solve_exact  # noqa: E402
+from pccx_flow.errors import PccxFlowError  # noqa: E402
+from pccx_flow.graph.build import build_decode_graph  # noqa: E402
+from pccx_flow.hardware.profile import load_profile  # noqa: E402
+from pccx_flow.schedule.metrics import step_bounds  # noqa: E402
+from pccx_flow.schedule.problem import problem_from_graph  # noqa: E402
+from pccx_flow.schedule.registry import make_policy, run_on_problem  # noqa: E402
+from pccx_flow.schedule.validate import validate_schedule  # noqa: E402
+
+POLICIES = ["heft", "critical-path", "lookahead", "heft+improve", "critical-path+improve"]
+# which problem a policy ran on: as `schedule` makes it, or the hardware's (no order edges)
+PROBLEMS = ("l2", "hardware")
+# CP-SAT: the full linear relaxation found shorter schedules of the one-layer cut in 30-40 s
+# than the default; `energy` gives it the pool bound, which its relaxation does not find
+SOLVER = {"parameters": {"linearization_level": 2}, "energy": True}
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def bench_case(profile_name: str, position: int, layers: tuple[int, int], seconds: float,
+               workers: int, policies: list[str]) -> dict:  # fmt: skip
+    profile = load_profile(profile_name)
+    row: dict = {"profile": profile.name, "position": position, "layers": list(layers),
+                 "load_before": _load()}  # fmt: skip
+    graph = build_decode_graph("e4b", position=position, profile=profile, layers=layers)
+    l2 = problem_from_graph(graph, profile, memory=True)
+    hardware = l2.without_order_edges()
+    problems = {"l2": l2, "hardware": hardware}
+    row["nodes"] = len(graph)
+    row["edges"] = graph.number_of_edges()
+    row["order_only_edges"] = len(l2.order_edges)
+    row["holds"] = len(hardware.holds)
+    sb = step_bounds(hardware, profile)
+    row["bounds"] = sb["bounds_cycles"]
+    row["largest_bound"] = sb["largest_bound"]
+    largest = sb["bounds_cycles"][sb["largest_bound"]]
+    tag = f"{profile.name} p={position} L{layers[0]}-{layers[1] - 1}"
+    print(f"{tag}: {len(graph)} nodes, largest bound {sb['largest_bound']} {largest:,}",
+          file=sys.stderr)  # fmt: skip
+    row["policies"] = {}
+    best = None
+    for name in policies:
+        for which in PROBLEMS:
+            key = f"{name}/{which}"
+            t = time.perf_counter()
+            try:
+                s = run_on_problem(make_policy(name), problems[which], label=name,
+                                   profile=profile.name)  # fmt: skip
+                validate_schedule(s, hardware)  # valid on the hardware problem too
+            except PccxFlowError as exc:
+                row["policies"][key] = {"error": str(exc)[:300],
+                                        "seconds": time.perf_counter() - t}  # fmt: skip
+                print(f"  {key}: {exc}"[:200], file=sys.stderr)
+                continue
+            row["policies"][key] = {
+                "makespan_cycles": s.makespan,
+                "over_largest_bound": s.makespan / largest - 1,
+                "seconds": time.perf_counter() - t,
+            }
+            print(f"  {key}: {s.makespan:,} ({s.makespan / largest - 1:+.2%})", file=sys.stderr)
+            if best is None or s.makespan < best[1].makespan:
+                best = (key, s)
+    row["best_policy"] = best[0]
+    row["best_policy_cycles"] = best[1].makespan
+    hint = {n: (sl.lane, sl.start) for n, sl in best[1].slots.items()}
+    res = solve_exact(hardware, hint=hint, upper=best[1].makespan, seconds=seconds,
+                      workers=workers, **SOLVER)  # fmt: skip
+    placement = res.pop("placement", None)
+    if placement is not None:  # the solver's schedule must pass the validator too
+        checked = run_on_problem(ExactPolicy(placement), hardware, label="exact",
+                                 profile=profile.name)  # fmt: skip
+        validate_schedule(checked, hardware)
+        res["validated"] = True
+        res["makespan"] = checked.makespan
+    row["exact"] = res
+    row["load_after"] = _load()
+    lb = res.get("lower_bound")
+    print(f"  exact: {res['status']} {res.get('makespan')} lb {lb} in {res['seconds']:.0f} s "
+          f"(load {row['load_before']} -> {row['load_after']})", file=sys.stderr)  # fmt: skip
+    if res.get("makespan") is not None:
+        row["policy_over_exact_best"] = best[1].makespan / res["makespan"] - 1
+    if lb is not None:
+        row["exact_bound_over_largest_bound"] = lb / largest - 1
+        row["policy_over_exact_bound"] = best[1].makespan / lb - 1
+    row["policy_over_largest_bound"] = best[1].makespan / largest - 1
+    return row
+
+
+def format_table(rows: list[dict]) -> str:
+    lines = [f"{'profile':<14}{'pos':>5} {'layers':>6} {'nodes':>6}  {'largest bound':<28}"
+             f"{'best policy':>26}{'CP-SAT':>22}{'CP-SAT bound':>14}"]  # fmt: skip
+    for r in rows:
+        ex = r["exact"]
+        lb = ex.get("lower_bound")
+        bound = f"{r['largest_bound']} {r['bounds'][r['largest_bound']]:,}"
+        lines.append(
+            f"{r['profile']:<14}{r['position']:>5} {r['layers'][0]:>3}-{r['layers'][1] - 1:<2}"
+            f"{r['nodes']:>6}  {bound:<28}"
+            f"{r['best_policy_cycles']:>14,} {r['policy_over_largest_bound']:+.2%}"
+            f"{ex['status']:>10} {ex.get('makespan') or 0:>11,}"
+            f"{(lb or 0):>14,}"
+        )  # fmt: skip
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profiles", nargs="+", default=["v002-spec", "v002-as-built"])
+    parser.add_argument("--positions", type=int, nargs="+", default=[1023, 8191])
+    parser.add_argument("--layer", type=int, default=17, help="first layer of each cut")
+    parser.add_argument("--widths", type=int, nargs="+", default=[1, 2],
+                        help="layers per cut")  # fmt: skip
+    parser.add_argument("--seconds", type=float, default=120.0, help="CP-SAT time per case")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--policies", nargs="+", default=POLICIES)
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the other cases' rows in results/cut.json")  # fmt: skip
+    args = parser.parse_args(argv)
+    out = RESULTS / "cut.json"
+    rows: list[dict] = []
+    if args.keep and out.exists():
+        rows = json.loads(out.read_text())["rows"]
+    load_start = _load()
+    for p in args.profiles:
+        for pos in args.positions:
+            for w in args.widths:
+                layers = (args.layer, args.layer + w)
+                case = (p, pos, list(layers))
+                rows = [r for r in rows if (r["profile"], r["position"], r["layers"]) != case]
+                rows.append(bench_case(p, pos, layers, args.seconds, args.workers, args.policies))
+                rows.sort(key=lambda r: (r["profile"] != "v002-spec", r["profile"],
+                                         r["position"], r["layers"]))  # fmt: skip
+                write_result("cut", {
+                    "benchmark": "cut",
+                    "note": "makespans and bounds are model estimates on the named profile, "
+                    "never measured on a board; 'hardware' is the problem within L2 without "
+                    "the order-only KV read-ahead edges, the problem the bounds are about; "
+                    "exact is CP-SAT on it, seeded with the best policy schedule, and its "
+                    "lower_bound is what CP-SAT proved",
+                    "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+                    "seconds_per_case": args.seconds,
+                    "workers": args.workers,
+                    "solver": SOLVER,
+                    "load_at_start": load_start,
+                    "rows": rows,
+                })  # fmt: skip
+    print(format_table(rows))
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
