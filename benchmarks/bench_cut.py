@@ -14,16 +14,18 @@ Read per case: *best policy / CP-SAT best* is the part of the gap that is the po
 least); *CP-SAT proven bound / our largest bound* the part that is the bound's (at least);
 what lies between CP-SAT's best and its proven bound is still open.
 
-The default layer is 17: dense (E4B's sparse FFN gate is on layers 0-9), local (global
-layers are 4, 9, 14, ...; under the pccx semantics both attend the whole context and differ
-only in RoPE θ) and owning its KV cache (layers 20-34 reuse layer 18's or 19's); the
-two-layer cut is 17-18 (both local). Makespans and bounds are model estimates on the named
+The default cases: v002-spec and v002-as-built, positions 1023 and 8191, cuts of one and
+two layers from layer 17. Layer 17 is dense (E4B's sparse FFN gate is on layers 0-9), local
+(global layers are 4, 9, 14, ...; under the pccx semantics both attend the whole context
+and differ only in RoPE θ) and owns its KV cache (layers 20-34 reuse layer 18's or 19's);
+the two-layer cut is 17-18 (both local). Makespans and bounds are model estimates on the named
 profile, never measured on a board; solver wall time is this machine's, with whatever else
 runs on it (the load average before and after each case is recorded).
 
-    python benchmarks/bench_cut.py   # 2 profiles x 1023, 8191 x 1, 2 layers
+    python benchmarks/bench_cut.py                            # the 8 default cases
     python benchmarks/bench_cut.py --positions 255 --keep     # add rows to the existing file
     python benchmarks/bench_cut.py --seconds 60               # CP-SAT time per case
+    python benchmarks/bench_cut.py --drop-blocks ffn --keep   # part of a layer
 
 Writes benchmarks/results/cut.json (after each case, so a long run keeps its rows).
 """
@@ -63,11 +65,14 @@ def _load() -> list[float]:
 
 
 def bench_case(profile_name: str, position: int, layers: tuple[int, int], seconds: float,
-               workers: int, policies: list[str]) -> dict:  # fmt: skip
+               workers: int, policies: list[str], drop: tuple[str, ...] = ()) -> dict:  # fmt: skip
     profile = load_profile(profile_name)
     row: dict = {"profile": profile.name, "position": position, "layers": list(layers),
-                 "load_before": _load()}  # fmt: skip
+                 "dropped_blocks": sorted(drop), "load_before": _load()}  # fmt: skip
     graph = build_decode_graph("e4b", position=position, profile=profile, layers=layers)
+    if drop:  # part of a layer: the nodes of the other blocks, their inputs from outside free
+        keep = [n for n, d in graph.nodes(data=True) if d.get("block") not in drop]
+        graph = graph.subgraph(keep).copy()
     l2 = problem_from_graph(graph, profile, memory=True)
     hardware = l2.without_order_edges()
     problems = {"l2": l2, "hardware": hardware}
@@ -80,6 +85,7 @@ def bench_case(profile_name: str, position: int, layers: tuple[int, int], second
     row["largest_bound"] = sb["largest_bound"]
     largest = sb["bounds_cycles"][sb["largest_bound"]]
     tag = f"{profile.name} p={position} L{layers[0]}-{layers[1] - 1}"
+    tag += f" without {','.join(sorted(drop))}" if drop else ""
     print(f"{tag}: {len(graph)} nodes, largest bound {sb['largest_bound']} {largest:,}",
           file=sys.stderr)  # fmt: skip
     row["policies"] = {}
@@ -105,6 +111,8 @@ def bench_case(profile_name: str, position: int, layers: tuple[int, int], second
             print(f"  {key}: {s.makespan:,} ({s.makespan / largest - 1:+.2%})", file=sys.stderr)
             if best is None or s.makespan < best[1].makespan:
                 best = (key, s)
+    if best is None:
+        raise SystemExit(f"{tag}: no policy scheduled the cut")
     row["best_policy"] = best[0]
     row["best_policy_cycles"] = best[1].makespan
     hint = {n: (sl.lane, sl.start) for n, sl in best[1].slots.items()}
@@ -131,6 +139,10 @@ def bench_case(profile_name: str, position: int, layers: tuple[int, int], second
     return row
 
 
+def _case(r: dict) -> tuple:
+    return (r["profile"], r.get("dropped_blocks", []), r["position"], r["layers"])
+
+
 def format_table(rows: list[dict]) -> str:
     lines = [f"{'profile':<14}{'pos':>5} {'layers':>6} {'nodes':>6}  {'largest bound':<28}"
              f"{'best policy':>26}{'CP-SAT':>22}{'CP-SAT bound':>14}"]  # fmt: skip
@@ -155,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layer", type=int, default=17, help="first layer of each cut")
     parser.add_argument("--widths", type=int, nargs="+", default=[1, 2],
                         help="layers per cut")  # fmt: skip
+    parser.add_argument("--drop-blocks", nargs="+", default=[],
+                        help="leave these blocks (ffn, attn, ...) out of each cut")  # fmt: skip
     parser.add_argument("--seconds", type=float, default=120.0, help="CP-SAT time per case")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--policies", nargs="+", default=POLICIES)
@@ -170,11 +184,12 @@ def main(argv: list[str] | None = None) -> int:
         for pos in args.positions:
             for w in args.widths:
                 layers = (args.layer, args.layer + w)
-                case = (p, pos, list(layers))
-                rows = [r for r in rows if (r["profile"], r["position"], r["layers"]) != case]
-                rows.append(bench_case(p, pos, layers, args.seconds, args.workers, args.policies))
-                rows.sort(key=lambda r: (r["profile"] != "v002-spec", r["profile"],
-                                         r["position"], r["layers"]))  # fmt: skip
+                drop = tuple(sorted(args.drop_blocks))
+                case = (p, list(drop), pos, list(layers))
+                rows = [r for r in rows if _case(r) != case]
+                rows.append(bench_case(p, pos, layers, args.seconds, args.workers,
+                                       args.policies, drop))  # fmt: skip
+                rows.sort(key=lambda r: (r["profile"] != "v002-spec", _case(r)))
                 write_result("cut", {
                     "benchmark": "cut",
                     "note": "makespans and bounds are model estimates on the named profile, "
