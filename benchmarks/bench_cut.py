@@ -168,6 +168,7 @@ def bench_case(profile_name: str, position: int, layers: tuple[int, int], second
         validate_schedule(checked, hardware)
         res["validated"] = True
         res["makespan"] = checked.makespan
+    res["seconds_limit"] = seconds
     row["exact"] = res
     row["load_after"] = _load()
     lb = res.get("lower_bound")
