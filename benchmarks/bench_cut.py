@@ -26,6 +26,8 @@ runs on it (the load average before and after each case is recorded).
     python benchmarks/bench_cut.py --positions 255 --keep     # add rows to the existing file
     python benchmarks/bench_cut.py --seconds 60               # CP-SAT time per case
     python benchmarks/bench_cut.py --drop-blocks ffn --keep   # part of a layer
+    python benchmarks/bench_cut.py --bound-search --profiles v002-spec --positions 1023 \
+        --widths 1 --seconds 180                              # a second, bound-searching solve
 
 Writes benchmarks/results/cut.json (after each case, so a long run keeps its rows).
 """
