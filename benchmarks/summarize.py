@@ -493,11 +493,63 @@ def improve_section(d: dict) -> str:
     )
 
 
+def cut_section(d: dict) -> str:
+    rows = []
+    for r in d["rows"]:
+        name, bound = r["largest_bound"], r["bounds"][r["largest_bound"]]
+        for k, v in r.get("bounds_inputs_behind_one_node", {}).items():
+            if v > bound:
+                name, bound = f"{k}†", v
+        best = r["best_policy_cycles"]
+        ex = r["exact"]
+        span, lb = ex.get("makespan"), ex.get("lower_bound")
+        secs = f"{ex['seconds']:.0f} s"
+        bs = r.get("bound_search")
+        if bs:  # the second, bound-searching solve (`BOUND_SOLVER`)
+            secs += f" + {bs['seconds']:.0f} s‡"
+            if bs.get("makespan") is not None and (span is None or bs["makespan"] < span):
+                span = bs["makespan"]
+            if bs.get("lower_bound") is not None and (lb is None or bs["lower_bound"] > lb):
+                lb = bs["lower_bound"]
+        a, b = r["layers"]
+        cut = f"{a}" if b == a + 1 else f"{a}-{b - 1}"
+        if r.get("dropped_blocks"):
+            cut += " without " + ", ".join(r["dropped_blocks"])
+        gap = best - bound
+        policy_share = (best - span) / gap if span is not None and gap > 0 else None
+        bound_share = max(0, lb - bound) / gap if lb is not None and gap > 0 else None
+        rows.append([
+            r["profile"], str(r["position"]), cut, f"{r['nodes']:,}",
+            f"`{name.rstrip('†')}`{'†' * name.endswith('†')} {bound / 1e6:.3f} M",
+            f"{r['best_policy'].split('/')[0]} {best / 1e6:.3f} M ({best / bound - 1:+.2%})",
+            f"{span / 1e6:.3f} M ({span / bound - 1:+.2%})" if span else ex["status"],
+            f"{lb / 1e6:.3f} M ({lb / bound - 1:+.2%})" if lb is not None else "-",
+            secs,
+            f"{policy_share:.0%}" if policy_share is not None else "-",
+            f"{bound_share:.0%}" if bound_share is not None else "-",
+        ])  # fmt: skip
+    head = ["profile", "position", "layers", "nodes", "largest bound", "best policy",
+            "CP-SAT best", "CP-SAT proven bound", "CP-SAT time", "gap: policy's (at least)",
+            "gap: bound's (at least)"]  # fmt: skip
+    return (
+        "**Cuts of the step solved with CP-SAT** (`bench_cut.py`; E4B layers within L2 "
+        "without the KV read-ahead edges, the problem the bounds are about; CP-SAT with "
+        f"{d['workers']} workers for the wall time shown (this machine's, beside other "
+        "work), seeded with the best policy schedule; cycles and percentages over the "
+        "largest bound are model estimates on the named profile; *gap* is best policy minus "
+        "largest bound, the policy's share is what CP-SAT shortened, the bound's what it "
+        "proved above the bound; † the cut with its inputs behind one 0-cycle node, so that "
+        "they are not taken for KV reads, a bound of the cut too; ‡ a second solve searching "
+        "for a bound: objective shaving beside the full linear relaxation)\n\n" + _table(head, rows)
+    )
+
+
 SECTIONS = {
     "graph": graph_section,
     "schedulers": schedulers_section,
     "memory": memory_section,
     "gap": gap_section,
+    "cut": cut_section,
     "improve": improve_section,
     "lower": lower_section,
     "compare": compare_section,

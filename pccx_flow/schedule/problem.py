@@ -296,6 +296,37 @@ class SchedulingProblem:
                 end = f
         return end
 
+    def without_order_edges(self) -> SchedulingProblem:
+        """The same problem without its order-only edges (``order_edges``): the hardware's.
+
+        Order-only edges are a heuristic's issue order (`pccx_flow.schedule.memory.
+        kv_prefetch_edges`), not a rule of the hardware, and the lower bounds of
+        `pccx_flow.schedule.metrics` ignore them; an exact solver given this problem answers
+        the question those bounds are about. Edges marked ``order_only=True`` on the graph
+        itself are data of that graph and stay. Lanes, costs, comm, pools and capacities are
+        the same; each hold keeps its bytes and those of its readers the graph feeds (a
+        reader only through an order-only edge is not a reader of the data). Returns `self`
+        when there are no order-only edges.
+
+        >>> g = nx.DiGraph([("a", "b")]); g.add_node("c")
+        >>> p = SchedulingProblem(g, [Lane("x0", "cpu")], {n: {"x0": 1} for n in "abc"},
+        ...                       order_edges=[("b", "c")])
+        >>> p.succs["b"], p.without_order_edges().succs["b"]
+        (('c',), ())
+        """
+        if not self.order_edges:
+            return self
+        graph = self.graph
+        holds: dict[Node, list[tuple[tuple[Node, ...], dict[str, int]]]] = {}
+        for h in self.holds:
+            readers = tuple(r for r in h.readers if graph.has_edge(h.node, r))
+            holds.setdefault(h.node, []).append((readers, dict(h.row)))
+        return SchedulingProblem(
+            graph, self.lanes, self.costs, comm=self._comm, resources=self.resources,
+            pools=self.pools, name=self.name, source=self.source,
+            capacities=self.capacities, holds=holds,
+        )  # fmt: skip
+
     def __len__(self) -> int:
         return len(self.order)
 

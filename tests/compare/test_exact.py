@@ -161,3 +161,16 @@ def test_ctrl_c_during_a_solve_interrupts_the_command_and_exits_cleanly():
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     assert (proc.returncode, proc.stdout) == (0, "interrupted []\n"), proc.stderr[-300:]
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_energy_and_parameters_keep_the_optimum(seed):
+    """The pool-energy constraint is redundant and parameters only steer the search: the
+    proven optimum of a DAG with a pool is the same with and without them."""
+    p = problem_from_spec(random_dag(FAMILIES[0], 8, seed, pools=True))
+    plain = solve_exact(p, seconds=20)
+    tuned = solve_exact(p, seconds=20, energy=True, parameters={"linearization_level": 2,
+                        "subsolvers": ["default_lp"]})  # fmt: skip
+    assert plain["status"] == tuned["status"] == "optimal"
+    assert plain["makespan"] == tuned["makespan"] == tuned["lower_bound"]
+    run_on_problem(ExactPolicy(tuned["placement"]), p, label="exact", profile="x")

@@ -160,3 +160,38 @@ def test_a_fractional_or_negative_comm_cost_is_refused_not_truncated(bad):
     with pytest.raises(GraphError, match=r"comm\('a', 'b', 'x0', 'x1'\)"):
         problem.comm("a", "b", "x0", "x1")
     assert comm_between_lanes({("a", "b"): 3.0})("a", "b", "x0", "x1") == 3  # whole is fine
+
+
+def test_without_order_edges_keeps_everything_but_the_order_only_edges():
+    """The hardware problem of a decode step within L2: the same lanes, costs, pools, L2
+    and holds (bytes and data readers), no KV read-ahead edges, and the same bounds."""
+    from pccx_flow.graph.build import build_decode_graph
+    from pccx_flow.model.config import get_config
+    from pccx_flow.schedule.metrics import step_bounds
+
+    profile = load_profile("v002-spec")
+    graph = build_decode_graph(get_config("tiny"), position=9, profile=profile)
+    limited = problem_from_graph(graph, profile, memory=True)
+    bare = limited.without_order_edges()
+    assert limited.order_edges and not bare.order_edges
+    assert bare.source is graph and bare.name == limited.name
+    assert bare.lanes == limited.lanes and bare.pools == limited.pools
+    assert bare.costs == limited.costs and bare.resources == limited.resources
+    assert bare.capacities == limited.capacities and bare.demands == limited.demands
+    assert bare.holds == limited.holds  # decode holds' readers are data successors
+    for n in bare.order:
+        assert set(bare.succs[n]) == set(graph.successors(n))
+    assert step_bounds(bare, profile) == step_bounds(limited, profile)
+    assert bare.without_order_edges() is bare
+
+
+def test_without_order_edges_drops_a_reader_only_an_order_edge_made():
+    g = nx.DiGraph([("a", "b")])
+    g.add_node("c")
+    p = SchedulingProblem(
+        g, LANES, {n: {"a0": 1} for n in "abc"}, capacities={"m": 8},
+        demands={"a": {"m": 4}}, order_edges=[("a", "c")],
+    )  # fmt: skip
+    assert p.holds[0].readers == ("b", "c")
+    bare = p.without_order_edges()
+    assert bare.holds[0].readers == ("b",) and bare.demands == {"a": {"m": 4}}
