@@ -30,6 +30,7 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from pccx_flow import atomic  # noqa: E402
+from pccx_flow.collector import collector_paused  # noqa: E402
 from pccx_flow.errors import PccxFlowError  # noqa: E402
 from pccx_flow.graph.build import build_decode_graph  # noqa: E402
 from pccx_flow.hardware.profile import load_profile  # noqa: E402
@@ -42,6 +43,12 @@ POLICIES = ["critical-path", "heft", "lookahead", "etf", "critical-path+improve"
 
 
 def bench_point(profile_name: str, position: int, policies: list[str]) -> dict:
+    # the cyclic collector paused, as `schedule` runs the step (`pccx_flow.collector`)
+    with collector_paused(collect_after=True):
+        return _bench_point(profile_name, position, policies)
+
+
+def _bench_point(profile_name: str, position: int, policies: list[str]) -> dict:
     profile = load_profile(profile_name)
     t = time.perf_counter()
     graph = build_decode_graph("e4b", position=position, profile=profile)
