@@ -280,17 +280,17 @@ def _kill_when(proc, folder: Path, ending: str, delay: float, sig: int) -> None:
     ids=["schedule-json", "schedule-gantt", "graph-export", "render"],
 )  # fmt: skip
 def test_concurrent_writers_to_one_path_leave_one_whole_file(tmp_path, argv, output):
-    """Three runs that make different files, all to one path: each exits 0 and the path
-    holds one of the three whole, never a blend, with no temporaries left."""
+    """Two runs that make different files, both to one path: each exits 0 and the path
+    holds one of the two whole, never a blend, with no temporaries left."""
     out = tmp_path / output
     variants = [{"policy": p, "layers": f"0:{i + 1}", "layer": str(i)}
-                for i, p in enumerate(("heft", "critical-path", "program-order"))]  # fmt: skip
+                for i, p in enumerate(("heft", "program-order"))]  # fmt: skip
     made = []
     for v in variants:  # what each run writes alone
         subprocess.run([*CLI, *[a.format(out=out, **v) for a in argv]], env=ENV, check=True,
                        capture_output=True, timeout=300)  # fmt: skip
         made.append(out.read_bytes())
-    assert len(set(made)) == 3  # the runs do write different files
+    assert len(set(made)) == 2  # the runs do write different files
     procs = [subprocess.Popen([*CLI, *[a.format(out=out, **v) for a in argv]], env=ENV,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
              for v in variants]  # fmt: skip
