@@ -179,7 +179,10 @@ def _solve(solver, model) -> int:
     failed: list[BaseException] = []
     done = threading.Event()
 
+    began = threading.Event()
+
     def run() -> None:
+        began.set()
         try:
             out.append(solver.solve(model))
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
@@ -188,18 +191,25 @@ def _solve(solver, model) -> int:
             done.set()
 
     thread = threading.Thread(target=run, name="cp-sat", daemon=True)
-    thread.start()
     try:
+        # started inside the try: a Ctrl-C that lands while `start` waits for the thread
+        # (a loaded machine) must stop the search too
+        thread.start()
         while not done.wait(0.1):  # an Event, not Thread.join: a join cut by Ctrl-C
             pass  # may later return at once with the thread still running
     except KeyboardInterrupt:
-        solver.stop_search()
-        # Wait for the solver to return and its thread to end, however long a loaded machine
-        # takes: exiting with the C++ search still running aborts the process ("terminate
-        # called without an active exception"). The command's handler still ends the process
-        # after its clean-up time, and a second Ctrl-C at once.
-        done.wait()
-        thread.join()
+        # Stop the search and wait for the solver to return and its thread to end, however
+        # long a loaded machine takes: exiting with the C++ search still running aborts the
+        # process ("terminate called without an active exception"). The stop is repeated,
+        # since one sent before the solve began is not seen by it. The command's handler
+        # still ends the process after its clean-up time, and a second Ctrl-C at once.
+        # (a Ctrl-C inside `start` may come just before the thread was launched: then it
+        # never begins, and 5 s without a sign of it is taken to mean that)
+        if began.wait(5.0):
+            solver.stop_search()
+            while not done.wait(0.1):
+                solver.stop_search()
+            thread.join()
         raise
     if failed:
         raise failed[0]
