@@ -308,12 +308,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_board(args, program, regs, weights, k_past, v_past, ctx, tokens, golden) -> int:
     from pccx_flow.board.device.cma import UdmabufSource
+    from pccx_flow.board.device.readback import readback_bytes
     from pccx_flow.board.device.run_step import host_buffers
     from pccx_flow.board.device.uio import open_npu
 
     npu = open_npu(regs, args.device)
     source = UdmabufSource([d for d in args.buffers.split(",") if d])
-    buffers = host_buffers(program, source, weights, k_past, v_past, _readback_bytes(golden))
+    buffers = host_buffers(program, source, weights, k_past, v_past, readback_bytes(golden))
     result = _run_and_close(args, program, npu, buffers, weights, ctx, tokens, golden)
     _print_result(args, program, result, str(npu.window.path), golden is not None)
     return 0
@@ -341,33 +342,20 @@ def _run_and_close(args, program, npu, buffers, weights, ctx, tokens, golden):
             b.close()
 
 
-def _readback_bytes(golden) -> int:
-    """The L2 read-back area `--check-golden` needs: its largest range, in whole L2 words."""
-    if not golden:
-        return 0
-    return max(-(-len(w.data) // 16) * 16 for ws in golden.values() for w in ws)
-
-
 def _check_progress(args, program, golden, npu, buffers):
     """The per-batch callback: the progress line, and with --check-golden the L2 check, whose
     ranges are read back by MEMCPY L2->host batches of their own (the board's only way)."""
     show = _progress()
     if golden is None:
         return show
-    from pccx_flow.board.device.dispatch import Batch, plan
-    from pccx_flow.board.device.golden_check import check_batch
-    from pccx_flow.board.device.readback import MemcpyReadBack
-    from pccx_flow.board.device.run_step import readback_offset
+    from pccx_flow.board.device.readback import golden_batch_check
 
-    batches = [b for b in plan(program, 1 << 30) if isinstance(b, Batch)]
-    reader = MemcpyReadBack(npu, program, buffers["act"], readback_offset(program), args.timeout)
+    check, _ = golden_batch_check(program, npu, buffers["act"], golden, args.timeout)
 
     def progress(done: int, total: int) -> None:
-        b = batches[done - 1]
-        reader.after_word = b.last
-        line = check_batch(golden, b.first, b.last, program.nodes, reader)
+        line = check(done)
         if line is not None:
-            raise BoardError(f"--check-golden: after batch {b.index}, {line}")
+            raise BoardError(f"--check-golden: {line}")
         if show is not None:
             show(done, total)
 
@@ -379,12 +367,13 @@ def _run_fake(
 ) -> int:
     from pccx_flow.board.device.cma import FileSource
     from pccx_flow.board.device.dispatch import Batch, plan
+    from pccx_flow.board.device.readback import readback_bytes
     from pccx_flow.board.device.run_step import host_buffers
     from pccx_flow.board.device.session import open_fake
     from pccx_flow.board.device.transfers import batch_transfers
 
     source = FileSource(folder / "buffers")
-    buffers = host_buffers(program, source, weights, k_past, v_past, _readback_bytes(golden))
+    buffers = host_buffers(program, source, weights, k_past, v_past, readback_bytes(golden))
     batches = [b for b in plan(program, 1 << 30) if isinstance(b, Batch)]
     rule = args.fake_done_rule or "cvo"
     dev, model = open_fake(

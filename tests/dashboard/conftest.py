@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import urllib.request
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -14,6 +16,24 @@ def lanes_cluster():
 
     with loopback_cluster() as (cluster, client):
         yield cluster, client
+
+
+@pytest.fixture
+def handmade_report(lanes_cluster, tiny_config, tmp_path) -> Path:
+    """``run.html`` in `tmp_path`: `run --report`'s writer around one handmade tiny step on
+    the lanes cluster (its lanes page beside it)."""
+    from pccx_flow.cli.run import _report
+    from pccx_flow.execute.executor import execute_step
+    from pccx_flow.execute.state import new_decode_state
+    from tests.execute.test_executor_machinery import handmade_graph
+
+    _, client = lanes_cluster
+    report = tmp_path / "run.html"
+    state = new_decode_state(tiny_config, "pccx")
+    with _report(SimpleNamespace(report=str(report)), client):
+        execute_step(handmade_graph(tiny_config, 0), None, state, kernels="handmade",
+                     client=client)  # fmt: skip
+    return report
 
 
 def fetch(url: str) -> str:

@@ -188,27 +188,14 @@ return [r.width, r.height, hit === a];
 """
 
 
-def test_browser_shows_the_reports_link_and_it_opens_the_lanes_page(
-    lanes_cluster, tiny_config, browser, tmp_path
-):
+def test_browser_shows_the_reports_link_and_it_opens_the_lanes_page(handmade_report, browser,
+                                                                   tmp_path):
     """The `--report` page, opened from disk: the link to the lanes page is on screen (in
     the body, not in Bokeh's inlined script), nothing covers it, and a click opens the page."""
-    from types import SimpleNamespace
-
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    from pccx_flow.cli.run import _report
-    from pccx_flow.execute.executor import execute_step
-    from pccx_flow.execute.state import new_decode_state
-    from tests.execute.test_executor_machinery import handmade_graph
-
-    _, client = lanes_cluster
-    report = tmp_path / "run.html"
-    state = new_decode_state(tiny_config, "pccx")
-    with _report(SimpleNamespace(report=str(report)), client):
-        execute_step(handmade_graph(tiny_config, 0), None, state, kernels="handmade",
-                     client=client)  # fmt: skip
+    report = handmade_report
     browser.get(report.as_uri())
     width, height, on_top = WebDriverWait(browser, 60, poll_frequency=0.2).until(
         lambda d: d.execute_script(LINK_AT_POINT)

@@ -30,17 +30,9 @@ def test_erred_task_is_listed_with_node_and_one_line(lanes_cluster, tiny_config)
     assert lane["erred"] >= 1 and lane["running"] == 0
 
 
-def test_report_has_the_lanes_page_beside_it(lanes_cluster, tiny_config, tmp_path, capsys):
-    from pccx_flow.cli.run import _report
-    from tests.execute.test_executor_machinery import handmade_graph
-
-    _, client = lanes_cluster
-    report = tmp_path / "run.html"
-    state = new_decode_state(tiny_config, "pccx")
-    with _report(SimpleNamespace(report=str(report)), client):
-        execute_step(handmade_graph(tiny_config, 0), None, state, kernels="handmade",
-                     client=client)  # fmt: skip
-    text = report.read_text()
+def test_report_has_the_lanes_page_beside_it(capsys, handmade_report, tmp_path):
+    # capsys first: it must be capturing when the fixture's writer prints "wrote"
+    text = handmade_report.read_text()
     assert "run.lanes.html" in text and "Bokeh" in text
     assert not re.search(r"<script[^>]*\bsrc=", text)  # inline: works offline
     page = (tmp_path / "run.lanes.html").read_text()

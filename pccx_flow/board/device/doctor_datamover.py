@@ -46,12 +46,18 @@ def _probe_hp(bench: Bench, page: str, count: int, r: Rung) -> list[str]:
         f"{page}: {count} command(s) of {PROBE_BYTES} bytes at {addr:#x} pushed (the first"
         f" {command:#020x}), CMD_LVL={level}"
     )
+    return _run_and_judge(npu, bench, page, [], count, tags, PROBE_BYTES, r)
+
+
+def _run_and_judge(npu, bench: Bench, page: str, words: list[int], count: int, tags, nbytes: int,
+                   r: Rung, label: str | None = None) -> list[str]:  # fmt: skip
+    """Kick `words` and a DONE marker, then collect and judge `count` status words of
+    `page`: the problems found (a kick that fails is one, named by `label` or the page)."""
     try:
-        kick(npu, [DONE_MARKER], bench.timeout)
+        kick(npu, [*words, DONE_MARKER], bench.timeout)
     except BoardError as exc:
-        return [f"{page}: {exc}"]
-    words = collect(npu, page, count, bench.timeout)
-    return judge_words(page, words, tags, PROBE_BYTES, r)
+        return [f"{label or page}: {exc}"]
+    return judge_words(page, collect(npu, page, count, bench.timeout), tags, nbytes, r)
 
 
 def rung_hp(bench: Bench) -> Rung:
@@ -117,12 +123,7 @@ def _acp_batch(bench: Bench, to_host: bool, count: int, l2_word: int, host_off: 
         )
     r.evidence.append(f"{page}: {count} MEMCPY {'L2->host' if to_host else 'host->L2'}"
                       f" of one L2 word each from L2 word {l2_word:#x}")  # fmt: skip
-    try:
-        kick(npu, [*words, DONE_MARKER], bench.timeout)
-    except BoardError as exc:
-        return [f"{page}: {exc}"]
-    got = collect(npu, page, count, bench.timeout)
-    return judge_words(page, got, tags, L2_WORD_BYTES, r)
+    return _run_and_judge(npu, bench, page, words, count, tags, L2_WORD_BYTES, r)
 
 
 def rung_acp(bench: Bench) -> Rung:
@@ -226,12 +227,7 @@ def rung_l2(bench: Bench) -> Rung:
         tag = 0xC + k
         command = regmap.encode_command(addr=probe.phys + off, length_bytes=nbytes, tag=tag)
         npu.push_command(page, command)
-        try:
-            kick(npu, [*words, DONE_MARKER], bench.timeout)
-        except BoardError as exc:
-            problems.append(f"{label}: {exc}")
-            break
-        problems += judge_words(page, collect(npu, page, 1, bench.timeout), [tag], nbytes, r)
+        problems += _run_and_judge(npu, bench, page, words, 1, [tag], nbytes, r, label)
         if problems:
             break
         r.evidence.append(f"{label}: {nbytes:,} bytes, DONE from the closing CVO")

@@ -12,7 +12,6 @@ import tempfile
 from pathlib import Path
 
 from pccx_flow.board.device.cma import UdmabufSource
-from pccx_flow.board.device.dispatch import Batch
 from pccx_flow.board.device.doctor_bench import (
     Bench,
     Rung,
@@ -57,11 +56,9 @@ def layer0_stage(profile, weights, position: int):
 
 def rung_layer(bench: Bench) -> Rung:
     """The one-layer prefix of a tiny step, L2 checked against golden words after each batch."""
-    from pccx_flow.board.device.dispatch import plan
-    from pccx_flow.board.device.golden_check import check_batch
     from pccx_flow.board.device.host_side import HostSide
-    from pccx_flow.board.device.readback import MemcpyReadBack
-    from pccx_flow.board.device.run_step import host_buffers, readback_offset, run_step
+    from pccx_flow.board.device.readback import golden_batch_check, readback_bytes
+    from pccx_flow.board.device.run_step import host_buffers, run_step
     from pccx_flow.weights.checkpoint import open_checkpoint
 
     r = Rung(7, "one layer with golden vectors (emit --bisect layer0)", False)
@@ -85,26 +82,21 @@ def rung_layer(bench: Bench) -> Rung:
             f" ({what}): {stage.instructions} words, {stage.batches} batches,"
             f" {stage.host_steps} host steps; golden L2 words of {len(golden)} instructions"
         )
-        readback = max((-(-len(w.data) // 16) * 16 for ws in golden.values() for w in ws),
-                       default=0)  # fmt: skip
         source = UdmabufSource(list(bench.buffers), bench.udmabuf_sysfs, bench.dev_root)
-        buffers = host_buffers(program, source, weights, k_past, v_past, readback)
+        buffers = host_buffers(program, source, weights, k_past, v_past, readback_bytes(golden))
         try:
             if bench.load_model is not None:
                 # the fake's ``corrupt`` fault: the first GEMV with golden words, or any word
                 ops = {i: decode(program.words[i]).op for i in golden}
                 first = min((i for i in golden if ops[i] == "GEMV"), default=min(golden))
                 bench.load_model(program, buffers, weights.config, first)
-            batches = [b for b in plan(program, 1 << 30) if isinstance(b, Batch)]
-            reader = MemcpyReadBack(bench.npu, program, buffers["act"], readback_offset(program),
-                                    bench.timeout)  # fmt: skip
+            golden_line, reader = golden_batch_check(program, bench.npu, buffers["act"], golden,
+                                                     bench.timeout)  # fmt: skip
 
             def check(done: int, _total: int) -> None:
-                b = batches[done - 1]
-                reader.after_word = b.last
-                line = check_batch(golden, b.first, b.last, program.nodes, reader)
+                line = golden_line(done)
                 if line is not None:
-                    raise BoardError(f"after batch {b.index}, {line}")
+                    raise BoardError(line)
 
             result = run_step(program, bench.npu, buffers, tokens[-1],
                               host=HostSide(program, buffers["act"], weights, ctx),

@@ -98,3 +98,30 @@ class MemcpyReadBack:
             ) from None
         self.batches += 1
         return bytes(self.act.view(self.offset, nbytes))
+
+
+def readback_bytes(golden) -> int:
+    """The read-back area a golden check needs: its largest range, in whole L2 words."""
+    return max((-(-len(w.data) // L2_WORD_BYTES) * L2_WORD_BYTES
+                for ws in (golden or {}).values() for w in ws), default=0)  # fmt: skip
+
+
+def golden_batch_check(program, npu: Npu, act: Buffer, golden, timeout: float):
+    """``(check, reader)``: ``check(done)`` for `run_step`'s per-batch progress reads back,
+    after batch `done` (1-based), the L2 ranges the golden words name by MEMCPY (the board's
+    only way) and compares them, returning ``"after batch N, <the first difference>"`` or
+    None; `reader` is the `MemcpyReadBack` doing it (it counts its read-back batches)."""
+    from pccx_flow.board.device.dispatch import plan
+    from pccx_flow.board.device.golden_check import check_batch
+    from pccx_flow.board.device.run_step import readback_offset
+
+    batches = [b for b in plan(program, 1 << 30) if isinstance(b, Batch)]
+    reader = MemcpyReadBack(npu, program, act, readback_offset(program), timeout)
+
+    def check(done: int) -> str | None:
+        b = batches[done - 1]
+        reader.after_word = b.last
+        line = check_batch(golden, b.first, b.last, program.nodes, reader)
+        return None if line is None else f"after batch {b.index}, {line}"
+
+    return check, reader
