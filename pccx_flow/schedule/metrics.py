@@ -193,7 +193,7 @@ def chain_bounds(
     L2 heuristic is not a constraint of the hardware.
 
     With `plain` the bound is named ``pool_chain:<pool>``. With `capacity` the pass also
-    applies the starts `capacity_forced_starts` proves (reads that L2 cannot hold ahead of
+    applies the starts `_ForcedStarts` proves (reads that L2 cannot hold ahead of
     their use), and the bound is named ``capacity_chain:<pool>``: a later start is still a
     lower bound of every valid schedule, so the longest-path argument above is unchanged.
     Asked for both, the ancestor sets and the pool work of every span are computed once and
@@ -268,8 +268,9 @@ def chain_bounds(
             gaps[n] = row
         finishes = [{} for _ in variants]  # one longest-path pass per variant, side by side
         best_end = [0] * len(variants)
+        view = PoolView(users, anc, cost, count)
         late = [
-            _ForcedStarts(problem, forced, preds, finish) if with_forced and forced else None
+            _ForcedStarts(problem, forced, preds, finish, view) if with_forced and forced else None
             for (_, with_forced), finish in zip(variants, finishes, strict=True)
         ]
         for n in problem.order:
@@ -297,14 +298,66 @@ class CapacityGroup:
     """Nodes with no inputs whose outputs must wait in a capacity for their readers.
 
     ``late_work`` is the least lane time (over ``lanes`` lanes) the group's nodes must spend
-    after the first of their readers can start: what does not fit in ``capacity`` bytes
-    cannot have been read ahead (`capacity_forced_starts`).
+    once the first of their bytes can be freed: what does not fit in ``capacity`` bytes
+    cannot have been read ahead (`_ForcedStarts`). ``holds`` are the reader sets of the
+    group's holds in that capacity: a hold's bytes are freed only when all of its readers
+    finished.
     """
 
     sources: frozenset
     readers: frozenset
     late_work: int
     lanes: int
+    holds: tuple[tuple[Node, ...], ...] = ()
+
+
+# The exact 0/1 knapsack of `most_work_within` enumerates item kinds up to this many
+# combinations; beyond, the fractional relaxation (an upper bound of it) is used.
+KNAPSACK_COMBINATIONS = 100_000
+
+
+def most_work_within(items: Iterable[tuple[int, int]], size: int) -> int:
+    """An upper bound of the most work a subset of `items` (``(bytes, work)`` pairs) of at
+    most `size` bytes carries: exact when the items are of few kinds.
+
+    A decode step's KV reads of a layer are tiles of one size (the last one a row short),
+    so the exact 0/1 answer is a few counts per kind: three 512 KiB tiles fit in 1.75 MiB,
+    where the fractional relaxation counts three and a half. With more kinds than
+    `KNAPSACK_COMBINATIONS` allows, the fractional relaxation (items by work per byte, the
+    last one cut) is returned: it is at least the 0/1 optimum.
+    """
+    kinds: dict[tuple[int, int], int] = defaultdict(int)
+    for nbytes, work in items:
+        kinds[(nbytes, work)] += 1
+    combos = 1
+    for count in kinds.values():
+        combos *= count + 1
+    if combos <= KNAPSACK_COMBINATIONS:
+        best = 0
+        # a kind's count is bounded by what fits; depth-first over kinds, largest work first
+        ordered = sorted(kinds.items(), key=lambda kv: -kv[0][1])
+
+        def search(i: int, room: int, work: int) -> None:
+            nonlocal best
+            if i == len(ordered):
+                best = max(best, work)
+                return
+            (nbytes, w), count = ordered[i]
+            most = count if nbytes == 0 else min(count, room // nbytes)
+            for c in range(most, -1, -1):
+                search(i + 1, room - c * nbytes, work + c * w)
+
+        search(0, size, 0)
+        return best
+    room, early = size, 0.0
+    for (nbytes, work), count in sorted(kinds.items(), key=lambda kv: -kv[0][1] / max(kv[0][0], 1)):
+        take = count if nbytes == 0 else min(count, room // nbytes)
+        room -= take * nbytes
+        early += take * work
+        if take < count:
+            early += work * room / nbytes
+            break
+    return ceil(early)
 
 
 def _capacity_groups(problem: SchedulingProblem) -> list[CapacityGroup]:
@@ -314,7 +367,7 @@ def _capacity_groups(problem: SchedulingProblem) -> list[CapacityGroup]:
     A source is a node with no data inputs that holds bytes of a capacity for readers (a
     decode step's KV tile reads). Reads of one layer form a group; the early work is the
     most lane time a set of the group's reads of at most the capacity's bytes can take
-    (a fractional knapsack: an upper bound of the 0/1 one), the late work the rest.
+    (`most_work_within`), the late work the rest.
     """
     preds, _ = hardware_precedence(problem)
     groups: dict[tuple, dict] = {}
@@ -324,58 +377,78 @@ def _capacity_groups(problem: SchedulingProblem) -> list[CapacityGroup]:
             continue
         for cap, nbytes in hold.row:
             key = (cap, problem.graph.nodes[n].get("layer"))
-            g = groups.setdefault(key, {"bytes": {}, "readers": set()})
+            g = groups.setdefault(key, {"bytes": {}, "readers": set(), "holds": []})
             g["bytes"][n] = g["bytes"].get(n, 0) + nbytes
             g["readers"].update(hold.readers)
+            g["holds"].append(tuple(hold.readers))
     out = []
     for (cap, _), g in sorted(groups.items(), key=lambda kv: str(kv[0])):
-        size = problem.capacities[cap]
         work = {n: problem.min_cost(n) for n in g["bytes"]}
-        room, early = size, 0.0
-        for n in sorted(work, key=lambda n: -work[n] / max(g["bytes"][n], 1)):
-            b = g["bytes"][n]
-            if b <= room:
-                room -= b
-                early += work[n]
-            else:
-                early += work[n] * room / b
-                break
-        late = sum(work.values()) - ceil(early)
+        early = most_work_within(((g["bytes"][n], work[n]) for n in work), problem.capacities[cap])
+        late = sum(work.values()) - early
         lanes = {ln for n in g["bytes"] for ln in problem.costs[n]}
         if late > 0:
-            out.append(
-                CapacityGroup(frozenset(g["bytes"]), frozenset(g["readers"]), late, len(lanes))
-            )
+            out.append(CapacityGroup(frozenset(g["bytes"]), frozenset(g["readers"]), late,
+                                     len(lanes), tuple(g["holds"])))  # fmt: skip
     return out
 
 
 _NO_PARTIAL: dict[int, int] = {}  # shared by the many nodes below no partly read group; read only
 
 
+# How many of the latest pool users among a hold's readers' ancestors the release-time
+# gate of `_ForcedStarts` looks at (a layer's Q projections: 8 heads on E4B).
+RELEASE_USERS = 64
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """What the release-time gate of `_ForcedStarts` needs of one pool's pass: its users
+    in pass order, each node's users among its ancestors as a bit mask over them, the
+    users' least costs, and the pool's instances."""
+
+    users: list
+    anc: dict
+    cost: dict
+    count: int
+
+
 class _ForcedStarts:
-    """The starts `capacity_forced_starts` proves, applied during a longest-path pass.
+    """The starts the capacity forces, applied during a longest-path pass.
 
     Claim: let G be a group of sources (no inputs) holding bytes of a capacity of size C
-    for their readers, t_q a lower bound of the earliest start of any reader, W_late the
-    group's late work on its k lanes (`_capacity_groups`). Then every node n that has all
-    of G among its ancestors starts at or after ``t_q + ceil(W_late / k)``.
+    for their readers, t_f a lower bound of the earliest time any of G's holds is freed,
+    W_late the group's late work on its k lanes (`_capacity_groups`: the work beyond the
+    most a subset of at most C bytes carries). Then every node n that has all of G among
+    its ancestors starts at or after ``t_f + ceil(W_late / k)``.
 
-    Proof: let T be the earliest start of a reader of G in a valid schedule (T >= t_q).
-    A source that started before T holds its bytes until its readers finish, all at or
-    after T, so just before T every such source is resident at once: their bytes are at
-    most C, and their lane time at most the knapsack's early work. Every other source
-    starts at T or later, and those carry at least W_late of lane time on k lanes, so the
-    last of them finishes no earlier than T + ceil(W_late / k); each is an ancestor of n,
-    so n starts after it.
+    Proof: let F be the earliest time a hold of G is freed in a valid schedule (F >= t_f).
+    A source that started before F holds its bytes until its holds are freed, all at or
+    after F, so at F - 1 every such source is resident at once: their bytes are at most C,
+    and their lane time at most the knapsack's early work. Every other source starts at F
+    or later, and those carry at least W_late of lane time on k lanes, so the last of them
+    finishes no earlier than F + ceil(W_late / k); each is an ancestor of n, so n starts
+    after it.
 
-    t_q is the least, over G's readers, of the largest finish (from this pass) of a
-    reader's inputs that are not in G; the term is applied at a node once every reader
-    precedes it in the pass (so t_q is final) and all of G are its ancestors, and is
-    carried to descendants by the pass itself.
+    t_f is the least, over G's holds, of a lower bound of when the hold is freed: the
+    moment all of its readers R finished. That is at least the largest finish (from this
+    pass) of a reader, and at least ``tau + ceil(W / k_P) + min cost(R)`` for a pool P of
+    k_P instances and a set U of P's users that are ancestors of some reader, each starting
+    at tau or later (this pass) with W their least work: they run k_P at a time after tau,
+    the last of them finishes no earlier than tau + ceil(W / k_P), and a reader it precedes
+    finishes at least that reader's cost later. U is taken among the latest
+    `RELEASE_USERS` users in pass order (any U gives a bound; these give the best on a
+    decode step: a KV tile is freed only once all heads' Q projections ran and its scores
+    after them). The term is applied at a node once every reader precedes it in the pass
+    (so t_f is final) and all of G are its ancestors, and is carried to descendants by the
+    pass itself.
     """
 
-    def __init__(self, problem: SchedulingProblem, groups, preds, finish) -> None:
+    def __init__(
+        self, problem: SchedulingProblem, groups, preds, finish, pool: PoolView | None = None
+    ) -> None:
         self.preds, self.finish, self.groups, self.index = preds, finish, groups, problem.index
+        self.min_cost, self.pool = problem.min_cost, pool
         # Which sources of which group are ancestors of a node: per group a bit per source
         # (local to the group), only while the group is partly covered; a fully covered
         # group moves to `covered`. Groups are a layer's KV reads, so partial sets live
@@ -388,18 +461,45 @@ class _ForcedStarts:
                 self.bits_of[n].append((i, 1 << j))
             self.full.append((1 << len(ordered)) - 1)
         self.last_reader = [max(problem.index[r] for r in g.readers) for g in groups]
-        self.reader_of: dict[Node, list[int]] = defaultdict(list)
-        for i, g in enumerate(groups):
-            for r in g.readers:
-                self.reader_of[r].append(i)
-        self.t_q: list[int | None] = [None] * len(groups)
+        self.t_f: list[int | None] = [None] * len(groups)
         self.partial: dict[Node, dict[int, int]] = {}  # group -> its sources among ancestors
         self.covered: dict[Node, frozenset] = {}  # groups all of whose sources are ancestors
         self.applied: dict[Node, frozenset] = {}  # groups whose start a node inherits
 
+    def freed_at_least(self, i: int) -> int:
+        """t_f of group `i` (class docstring); all of its readers are final in the pass."""
+        t_f = self.t_f[i]
+        if t_f is not None:
+            return t_f
+        finish, pool = self.finish, self.pool
+        for readers in self.groups[i].holds:
+            freed = max(finish[r] for r in readers)
+            if pool is not None:
+                mask = 0
+                for r in readers:
+                    mask |= pool.anc[r]
+                after = min(self.min_cost(r) for r in readers)
+                tau, work = None, 0
+                for _ in range(RELEASE_USERS):
+                    if not mask:
+                        break
+                    j = mask.bit_length() - 1
+                    mask ^= 1 << j
+                    u = pool.users[j]
+                    start = finish[u] - pool.cost[u]
+                    tau = start if tau is None or start < tau else tau
+                    work += pool.cost[u]
+                    t = tau + -(-work // pool.count) + after
+                    if t > freed:
+                        freed = t
+            if t_f is None or freed < t_f:
+                t_f = freed
+        self.t_f[i] = t_f = t_f or 0
+        return t_f
+
     def start_at_least(self, n: Node) -> int:
         """The largest forced start of `n` (0 if none); call once per node, in order."""
-        preds, finish = self.preds[n], self.finish
+        preds = self.preds[n]
         covered: frozenset = frozenset()
         applied: frozenset = frozenset()
         partial: dict[int, int] = {}
@@ -419,18 +519,13 @@ class _ForcedStarts:
                 del partial[i]
             covered = covered.union(done) if done else covered
         self.partial[n], self.covered[n] = partial or _NO_PARTIAL, covered
-        for i in self.reader_of.get(n, ()):
-            sources = self.groups[i].sources
-            gate = max((finish[p] for p in preds if p not in sources), default=0)
-            if self.t_q[i] is None or gate < self.t_q[i]:
-                self.t_q[i] = gate
         best, added, idx = 0, [], self.index[n]
         if not covered <= applied:
             for i in covered - applied:
                 if idx <= self.last_reader[i]:
                     continue
                 g = self.groups[i]
-                t = (self.t_q[i] or 0) + -(-g.late_work // g.lanes)
+                t = self.freed_at_least(i) + -(-g.late_work // g.lanes)
                 if t > best:
                     best = t
                 added.append(i)

@@ -351,13 +351,13 @@ def capacity_example(capacity: int) -> SchedulingProblem:
 
 
 def test_capacity_chain_counts_the_reads_the_capacity_cannot_hold_ahead():
-    """Two of the four reads can be resident when the first reader may start (t_q = 5, q's
-    finish): the other two, 20 cycles on the one DMA lane, come after, so n starts at 25 or
-    later and ends at 28 or later; pool_chain alone sees the chain q -> r -> n (5 + 1 + 3)
-    and the reads (10 + 1 + 3)."""
+    """Two of the four reads can be resident when the first read can be freed (11: a read
+    takes 10 cycles, its reader 1 more): the other two, 20 cycles on the one DMA lane,
+    start after, so n starts at 31 or later and ends at 34 or later; pool_chain alone sees
+    the chain q -> r -> n (5 + 1 + 3) and the reads (10 + 1 + 3)."""
     problem = capacity_example(2)
     assert pool_chain_bounds(problem) == {"pool_chain:p": 14}
-    assert pool_chain_bounds(problem, capacity=True) == {"capacity_chain:p": 28}
+    assert pool_chain_bounds(problem, capacity=True) == {"capacity_chain:p": 34}
     # room for all four: nothing is forced after the gate
     assert pool_chain_bounds(capacity_example(4), capacity=True) == {"capacity_chain:p": 14}
     # a valid schedule by hand: two reads, their readers, then the next two as room frees
@@ -373,3 +373,57 @@ def test_capacity_chain_counts_the_reads_the_capacity_cannot_hold_ahead():
         except PccxFlowError:
             continue
         assert s.makespan >= 28, policy
+
+
+def test_a_read_is_freed_only_after_every_head_it_feeds_was_projected():
+    """Two 1-byte tiles, room for one. Each tile's readers need all four heads, projected
+    through a pool of two instances (10 cycles each, after a 1-cycle gate): the first tile
+    cannot be freed before 1 + 40 / 2 + 1 = 22, so the second tile's read ends at 32 or
+    later and n (1 cycle) at 33 or later. Reader starts alone give only 11 + 10 + 1."""
+    g = nx.DiGraph()
+    heads, tiles = range(4), range(2)
+    for h in heads:
+        g.add_edge("gate", f"h{h}")
+        for t in tiles:
+            g.add_edge(f"h{h}", f"r{t}{h}")
+            g.add_edge(f"s{t}", f"r{t}{h}")
+            g.add_edge(f"r{t}{h}", "n")
+    lanes = [Lane("dma0", "dma"), Lane("x0", "x")] + [Lane(f"w{i}", "w") for i in range(8)]
+    wide = {f"w{i}": 1 for i in range(8)}
+    costs = {"gate": {"x0": 1}, "n": {"x0": 1}}
+    costs.update({f"s{t}": {"dma0": 10} for t in tiles})
+    costs.update({f"h{h}": {k: 10 for k in wide} for h in heads})
+    costs.update({f"r{t}{h}": wide for t in tiles for h in heads})
+    holds = {f"s{t}": [(tuple(f"r{t}{h}" for h in heads), {"l2": 1})] for t in tiles}
+    problem = SchedulingProblem(g, lanes, costs, resources={f"h{h}": ("p",) for h in heads},
+                                pools={"p": 2}, capacities={"l2": 1}, holds=holds)  # fmt: skip
+    assert pool_chain_bounds(problem, capacity=True) == {"capacity_chain:p": 33}
+    # the best schedule by hand ends at 34
+    rows = {"gate": ("x0", 0, 1), "s0": ("dma0", 0, 10), "s1": ("dma0", 22, 32),
+            "h0": ("w0", 1, 11), "h1": ("w1", 1, 11), "h2": ("w0", 11, 21),
+            "h3": ("w1", 11, 21), "n": ("x0", 33, 34)}  # fmt: skip
+    rows.update({f"r0{h}": (f"w{2 + h}", 21, 22) for h in heads})
+    rows.update({f"r1{h}": (f"w{2 + h}", 32, 33) for h in heads})
+    pool = {"h0": ("p0",), "h1": ("p1",), "h2": ("p0",), "h3": ("p1",)}
+    slots = {n: Slot(n, ln, a, b, pool.get(n, ())) for n, (ln, a, b) in rows.items()}
+    schedule = Schedule("hand", "none", problem.lanes, slots)
+    validate_schedule(schedule, problem)
+    assert schedule.makespan == 34
+
+
+def test_the_early_reads_are_a_0_1_knapsack_of_whole_tiles():
+    """Three 512 KiB tiles fit in 1.75 MiB, not three and a half; with many kinds of item
+    the fractional relaxation (at least the 0/1 optimum) is used instead."""
+    from pccx_flow.schedule.metrics import KNAPSACK_COMBINATIONS, most_work_within
+
+    tile = 512 * 1024
+    assert most_work_within([(tile, 100)] * 32, 3 * tile + tile // 2) == 300
+    assert most_work_within([(3, 5), (4, 6), (2, 3)], 6) == 9  # (4, 6) + (2, 3), not 5 + 3
+    many = [(i + 1, 2 * i + 1) for i in range(KNAPSACK_COMBINATIONS.bit_length() + 1)]
+    best = [0] * 11  # the 0/1 optimum by dynamic programming over bytes
+    for nbytes, work in many:
+        for room in range(10, nbytes - 1, -1):
+            best[room] = max(best[room], best[room - nbytes] + work)
+    assert best[10] == 19
+    # by work per byte the largest item comes first and is cut: ceil(35 * 10 / 18)
+    assert most_work_within(many, 10) == 20
