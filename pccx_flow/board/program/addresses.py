@@ -7,7 +7,9 @@ each tensor's facts (size on the target, last reader, whether the NPU touches it
 window), groups multi-part operands into one contiguous region, aliases accm accumulators
 with their outputs, allocates regions (`pccx_flow.board.program.alloc`) and frees them after
 their last reader, keeping a region an unfenced instruction may still read in quarantine
-until the next fence.
+until the next fence. A group's parts produced after it is placed get reserved words that
+regions dying before then may use; the part claims them when it is produced, after a fence
+if a borrower is still in quarantine.
 """
 
 from __future__ import annotations
@@ -32,11 +34,13 @@ class Addresses:
         self.low: set[str] = set()
         self.offsets: dict[str, int] = {}  # tensor -> element offset when not 0 (`_offset`)
         self.clean: set[str] = set()  # REDUCE_SUM results: nothing else in their word
+        self.produced_at: dict[str, int] = {}  # tensor -> issue position of its producer
         for n in self.order:
             d = g.nodes[n]
             for t in d["outputs"]:
                 self.info[t["name"]] = t
                 self.last_use.setdefault(t["name"], pos[n])
+                self.produced_at.setdefault(t["name"], pos[n])
             for t in d["inputs"]:
                 self.info.setdefault(t["name"], t)
                 self.last_use[t["name"]] = max(self.last_use.get(t["name"], -1), pos[n])
@@ -89,10 +93,18 @@ class Addresses:
             r = self.rep(t)
             chain_last[r] = max(chain_last.get(r, -1), self.last_use[t])
         self.chain_last = chain_last
+        # when a region is first needed: its earliest producer, through aliases (an accm
+        # chain's region is its last output's, first written by the chain's first GEMV)
+        needed: dict[str, int] = {}
+        for t, at in self.produced_at.items():
+            r = self.rep(t)
+            needed[r] = min(needed.get(r, at), at)
+        self.needed_at = needed
         for t in list(self.low):
             self.low.add(self.rep(t))
         self.region: dict[str, tuple[int, int]] = {}  # tensor -> (addr, words)
         self.group_region: dict[tuple, int] = {}
+        self.promised: dict[str, tuple[int, int]] = {}  # part -> its reserved (addr, words)
         self.writer: dict[str, tuple[int, str]] = {}  # tensor -> (word index, engine)
         self.readers: dict[str, dict[str, int]] = defaultdict(dict)  # tensor -> engine -> word
         self.free_at: dict[int, list] = defaultdict(list)  # position -> regions to free
@@ -118,6 +130,9 @@ class Addresses:
         return name
 
     def _alloc(self, name: str, node: str, index: int) -> None:
+        if name in self.promised:
+            self._claim(name, node, index)
+            return
         if name in self.region or name not in self.npu:
             return
         r = self.rep(name)
@@ -129,6 +144,8 @@ class Addresses:
 
     def _alloc_rep(self, name: str, node: str, index: int) -> None:
         if name in self.region:
+            if name in self.promised:
+                self._claim(name, node, index)
             return
         key = self.group_of.get(name)
         if key is not None:
@@ -141,27 +158,63 @@ class Addresses:
                         )
                 sizes = [words_for(self._l2_bytes(p)) for p in key]
                 low = any(p in self.low for p in key)
-                addr = self._take(sum(sizes), low, name, node, index)
+                # parts produced later are reserved until then (alloc's module docstring)
+                now, later, off = self.pos[node], [], 0
+                for p, w in zip(key, sizes, strict=True):
+                    if self.needed_at.get(p, now) > now:
+                        later.append((off, w, self.needed_at[p]))
+                    off += w
+                dies = max(self.chain_last.get(p, self.last_use[p]) for p in key)
+                addr = self._take(sum(sizes), low, name, node, index, dies, later)
                 self.group_region[key] = addr
                 off = addr
                 for p, w in zip(key, sizes, strict=True):
                     self.region[p] = (off, w)
+                    if self.needed_at.get(p, now) > now:
+                        self.promised[p] = (off, w)
                     # each part's words are freed after that part's own last reader: a KV
                     # tile grouped with the new row dies long before the row, which later
                     # (KV-sharing) layers keep reading
                     self.free_at[self.chain_last.get(p, self.last_use[p])].append((off, w, (p,)))
                     off += w
+            elif name in self.promised:
+                self._claim(name, node, index)
             return
         w = words_for(self._l2_bytes(name))
-        addr = self._take(w, name in self.low, name, node, index)
+        addr = self._take(w, name in self.low, name, node, index, self.chain_last[name])
         self.region[name] = (addr, w)
         self.free_at[self.chain_last[name]].append((addr, w, (name,)))
 
-    def _take(self, words: int, low: bool, name: str, node: str, index: int) -> int:
-        addr = self.l2.alloc(words, low=low)
+    def _claim(self, name: str, node: str, index: int) -> None:
+        """Take the words reserved for part `name` of a group, now that it is produced."""
+        addr, words = self.promised.pop(name)
+        due = self.needed_at[name]
+        if self.l2.claim(addr, words, due):
+            return
+        if self.quarantine:
+            self._fence("reclaim L2")  # a region that borrowed the words awaits its fence
+            if self.l2.claim(addr, words, due):
+                return
+        raise AllocationError(
+            f"does not fit: tensor {name} ({words * 16} B) for instruction {index} "
+            f"(node {node}): the words reserved for it are still in use on "
+            f"{self.profile.name} (a lowering fault: please report it)"
+        )
+
+    def _take(
+        self,
+        words: int,
+        low: bool,
+        name: str,
+        node: str,
+        index: int,
+        dies: int | None = None,
+        later: list[tuple[int, int, int]] | tuple = (),
+    ) -> int:
+        addr = self.l2.alloc(words, low=low, dies=dies, later=later)
         if addr is None and self.quarantine:
             self._fence("reclaim L2")
-            addr = self.l2.alloc(words, low=low)
+            addr = self.l2.alloc(words, low=low, dies=dies, later=later)
         if addr is None:
             where = "CVO window" if low else "L2"
             limit = self.l2.reach_words if low else self.l2.total_words

@@ -18,7 +18,11 @@ small ones:
 
 Tensors that one instruction reads as one operand (the parts of a GEMV's input vector, a KV
 tile and the new row) are one *group*: one contiguous region, parts in order; each part is
-freed after its own last reader.
+freed after its own last reader. A group is placed when its first part is produced; the
+words of a part produced later are *reserved* until then, not taken (`L2Allocator.alloc`):
+a region that dies before the reservation is due may use them. So the new K row, produced
+before the layer's attention, pins only its own 1 KiB, and the earlier KV tiles of the
+layer stream through the space the last tile will take, as the schedule's L2 count has it.
 
 *Constant cache*: 64 slots written by MEMSET, each holding three 16-bit values. A slot whose
 value is already resident is reused; otherwise a free slot, else the least recently used one
@@ -30,6 +34,7 @@ Both allocators only decide addresses; whether a reuse needs a fence is the lowe
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from pccx_flow.board.isa import L2_WORD_BYTES
@@ -79,30 +84,98 @@ class L2Allocator:
     high_water: int = 0  # highest address ever used + 1 (low allocations)
     # external fragmentation when the live peak was reached: 1 - largest hole / free words
     fragmentation_at_peak: float = 0.0
+    # free ranges promised to a part not produced yet: [start, end, due] (`reserve`)
+    reserved: list[list[int]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.free = [[0, self.total_words]]
 
-    def alloc(self, words: int, *, low: bool) -> int | None:
-        """The start address of a new region of `words`, or None when no hole is large enough."""
-        addr = self._place(words, low)
+    def alloc(
+        self,
+        words: int,
+        *,
+        low: bool,
+        dies: int | None = None,
+        later: Iterable[tuple[int, int, int]] = (),
+    ) -> int | None:
+        """The start address of a new region of `words`, or None when no hole is large enough.
+
+        `dies` is when the region will be freed (the lowering's issue position of its last
+        reader): it may use reserved words due after that, none if it is not given. `later`
+        are ``(offset, words, due)`` parts of the region produced at issue position `due`:
+        their words are reserved, not taken, until `claim`."""
+        addr = self._place(words, low, self._usable(dies))
         if addr is None:
             return None
+        self._cut(addr, words)
+        kept = words
+        for offset, part, due in later:
+            self._merge_in(addr + offset, part)
+            self.reserved.append([addr + offset, addr + offset + part, due])
+            kept -= part
+        self._count(kept, addr + words if low else 0)
+        return addr
+
+    def claim(self, addr: int, words: int, due: int) -> bool:
+        """Take the words reserved at [addr, addr + words) for `due` now; False if a region
+        still occupies part of them (a borrower in the lowering's quarantine: fence and
+        claim again). A borrower may itself reserve words inside another's reservation (a
+        group whose parts all die before it is due), so the reservation is named by `due`."""
+        if not any(h[0] <= addr and addr + words <= h[1] for h in self.free):
+            return False
+        self.reserved.remove([addr, addr + words, due])
+        self._cut(addr, words)
+        self._count(words, 0)
+        return True
+
+    def _usable(self, dies: int | None) -> list[list[int]]:
+        """The free holes less the reserved words a region freed at `dies` may not use."""
+        blocked = [r for r in self.reserved if dies is None or r[2] <= dies]
+        if not blocked:
+            return self.free
+        out = []
+        for start, end in self.free:
+            cuts = sorted((max(r[0], start), min(r[1], end)) for r in blocked
+                          if r[0] < end and start < r[1])  # fmt: skip
+            for a, b in cuts:
+                if a > start:
+                    out.append([start, a])
+                start = max(start, b)
+            if end > start:
+                out.append([start, end])
+        return out
+
+    def _cut(self, addr: int, words: int) -> None:
+        """Remove [addr, addr + words), inside one free hole, from the free list."""
         hole = next(h for h in self.free if h[0] <= addr and addr + words <= h[1])
         self.free.remove(hole)
         self.free.extend(h for h in ([hole[0], addr], [addr + words, hole[1]]) if h[1] > h[0])
         self.free.sort()
+
+    def _merge_in(self, addr: int, words: int) -> None:
+        """Add [addr, addr + words) to the free list, merging it with its neighbours."""
+        self.free.append([addr, addr + words])
+        self.free.sort()
+        merged: list[list[int]] = []
+        for hole in self.free:
+            if merged and merged[-1][1] == hole[0]:
+                merged[-1][1] = hole[1]
+            else:
+                merged.append(hole)
+        self.free = merged
+
+    def _count(self, words: int, low_end: int) -> None:
+        """Account `words` more live words (and the low high-water mark)."""
         self.live_words += words
         if self.live_words > self.peak_words:
             self.peak_words = self.live_words
             free = self.free_words()
             self.fragmentation_at_peak = 1 - self.largest_hole() / free if free else 0.0
-        self.high_water = max(self.high_water, addr + words) if low else self.high_water
-        return addr
+        self.high_water = max(self.high_water, low_end)
 
-    def _place(self, words: int, low: bool) -> int | None:
-        """Where a region of `words` goes (see the class docstring), or None."""
-        fits = [h for h in self.free if h[1] - h[0] >= words]
+    def _place(self, words: int, low: bool, holes: list[list[int]]) -> int | None:
+        """Where a region of `words` goes among `holes` (the class docstring), or None."""
+        fits = [h for h in holes if h[1] - h[0] >= words]
         if low:
             return next((h[0] for h in fits if h[0] + words <= self.reach_words), None)
         if not fits:
@@ -119,15 +192,7 @@ class L2Allocator:
     def release(self, addr: int, words: int) -> None:
         """Give a region back, merging it with its free neighbours."""
         self.live_words -= words
-        self.free.append([addr, addr + words])
-        self.free.sort()
-        merged: list[list[int]] = []
-        for hole in self.free:
-            if merged and merged[-1][1] == hole[0]:
-                merged[-1][1] = hole[1]
-            else:
-                merged.append(hole)
-        self.free = merged
+        self._merge_in(addr, words)
 
     def free_words(self) -> int:
         return sum(h[1] - h[0] for h in self.free)

@@ -55,3 +55,39 @@ def test_above_reach_keeps_small_regions_out_of_the_cvo_window_while_there_is_ro
     assert a.alloc(90, low=False) == 480  # above the window while there is room ...
     assert a.alloc(50, low=False) == 80  # ... then anywhere
     assert a.largest_hole(below=400) == 270 and a.live_below(400) == 130
+
+
+def test_words_reserved_for_a_later_part_are_lent_only_to_regions_that_die_before_it():
+    """A group (a KV tile of 40 words and the new row of 1) is placed when the row is
+    produced (position 5); the tile's words are reserved until its read (position 20). A
+    tile that dies at 12 may use them; one that dies at 25 may not; the claim takes them."""
+    a = L2Allocator(total_words=160, reach_words=160)
+    group = a.alloc(41, low=False, dies=30, later=[(0, 40, 20)])
+    assert group == 119  # the top of L2: tile at 119..159, row at 159
+    assert a.live_words == 1 and a.peak_words == 1  # only the row is taken
+    assert a.alloc(40, low=False, dies=12) == 119  # an earlier tile borrows the reserved words
+    assert a.alloc(40, low=False, dies=25) == 79  # this one outlives the due: below them
+    assert a.claim(119, 40, 20) is False  # the borrower has not been freed yet
+    a.release(119, 40)
+    assert a.claim(119, 40, 20) is True
+    assert a.reserved == [] and a.live_words == 81
+    # a region without a death is never placed on reserved words
+    b = L2Allocator(total_words=160, reach_words=160)
+    b.alloc(41, low=False, dies=30, later=[(0, 40, 20)])
+    assert b.alloc(40, low=False) == 79
+
+
+def test_a_borrower_may_reserve_inside_another_reservation():
+    """Group A reserves words 0..8 due at 20; group B, whose parts all die by 15, is placed on
+    them and reserves its own later part there (0..4, due at 12). Claiming B's part leaves
+    A's reservation in place, and A claims its words once B's parts are freed."""
+    a = L2Allocator(total_words=320, reach_words=320)  # large: >= 20 words
+    assert a.alloc(10, low=False, dies=30, later=[(0, 8, 20)]) == 0  # small: from the bottom
+    assert a.alloc(8, low=False, dies=15, later=[(0, 4, 12)]) == 0  # B on A's reserved words
+    assert a.reserved == [[0, 8, 20], [0, 4, 12]]
+    assert a.claim(0, 4, 12) and a.reserved == [[0, 8, 20]]
+    assert a.alloc(8, low=False, dies=25) == 10  # not on A's words: it outlives their due
+    assert not a.claim(0, 8, 20)  # B's parts still hold them
+    a.release(0, 4)
+    a.release(4, 4)
+    assert a.claim(0, 8, 20) and a.reserved == [] and a.live_words == 18
