@@ -18,10 +18,22 @@ from pccx_flow.model.config import get_config
 
 pytestmark = pytest.mark.parity
 
-torch = pytest.importorskip("torch", reason="parity with Hugging Face needs torch (extra: parity)")
-transformers = pytest.importorskip(
-    "transformers", reason="parity with Hugging Face needs transformers (extra: parity)"
-)
+torch = transformers = None  # imported by `hf`, when a test of this module runs
+
+
+@pytest.fixture(scope="module", autouse=True)
+def hf():
+    """torch and transformers, or a skip saying what is missing. Imported here, not at
+    collection: torch and transformers took ~2 s of every xdist worker's collection, and
+    only the worker that runs these tests needs them."""
+    global torch, transformers
+    torch = pytest.importorskip(
+        "torch", reason="parity with Hugging Face needs torch (extra: parity)"
+    )
+    transformers = pytest.importorskip(
+        "transformers", reason="parity with Hugging Face needs transformers (extra: parity)"
+    )
+
 
 TOKENS = [2, 500, 17, 447, 448, 100, 2, 9, 311]  # 9 positions > window 4; ids >= 448 present
 TOLERANCE = 1e-4
@@ -102,7 +114,7 @@ def _unused_k_norms(model, folder):
 
 
 @pytest.fixture(scope="module")
-def hf_and_ckpt(tmp_path_factory):
+def hf_and_ckpt(hf, tmp_path_factory):
     from pccx_flow.weights.checkpoint import open_checkpoint
     from pccx_flow.weights.hf_import import import_safetensors
 
