@@ -46,6 +46,9 @@ run: system-deps $(VENV)/.run-installed
 docs: $(VENV)/.test-installed
 	$(BIN)/mkdocs build --strict --quiet
 
+# The suite starts ~100 pccx-flow processes and a pytest worker per core: with bytecode
+# caching off in the environment (PYTHONDONTWRITEBYTECODE), each compiles pccx_flow again.
+test: export PYTHONDONTWRITEBYTECODE =
 test: system-deps browser-deps $(VENV)/.test-installed
 	$(BIN)/ruff check pccx_flow tests benchmarks schedulers dashboards
 	$(BIN)/mkdocs build --strict --quiet
