@@ -13,6 +13,10 @@ Makespans and tok/s are model estimates on the named profile, never measured on 
 
     python benchmarks/bench_gap.py                         # 0, 1023, 2047, 4095, 8191
     python benchmarks/bench_gap.py --positions 2047 --keep # add rows to the existing file
+    python benchmarks/bench_gap.py --read-ahead exp_lead=3 early_max_tiles=64 \
+        --positions 2047 4095 8191 --policies heft dls lookahead critical-path
+        # another KV read-ahead rule (`kv_prefetch_edges`' keywords), into gap_read_ahead.json:
+        # how far a schedule within L2 can come to the bound, not what `schedule` makes
 
 Writes benchmarks/results/gap.json (after each position, so a long run keeps its rows).
 """
@@ -42,23 +46,30 @@ HERE = Path(__file__).resolve().parent
 POLICIES = ["critical-path", "heft", "lookahead", "etf", "critical-path+improve", "heft+improve"]
 
 
-def bench_point(profile_name: str, position: int, policies: list[str]) -> dict:
+def bench_point(
+    profile_name: str, position: int, policies: list[str], read_ahead: dict | None = None
+) -> dict:
     # the cyclic collector paused, as `schedule` runs the step (`pccx_flow.collector`)
     with collector_paused(collect_after=True):
-        return _bench_point(profile_name, position, policies)
+        return _bench_point(profile_name, position, policies, read_ahead)
 
 
-def _bench_point(profile_name: str, position: int, policies: list[str]) -> dict:
+def _bench_point(
+    profile_name: str, position: int, policies: list[str], read_ahead: dict | None
+) -> dict:
     profile = load_profile(profile_name)
     t = time.perf_counter()
     graph = build_decode_graph("e4b", position=position, profile=profile)
     graph_s = time.perf_counter() - t
     row: dict = {"profile": profile.name, "position": position, "nodes": len(graph)}
+    if read_ahead:
+        row["read_ahead"] = read_ahead
     row["seconds"] = {"graph": graph_s}
     problems = {}
     for memory in (True, False):
         t = time.perf_counter()
-        problems[memory] = problem_from_graph(graph, profile, memory=memory)
+        rule = read_ahead if memory else None
+        problems[memory] = problem_from_graph(graph, profile, memory=memory, read_ahead=rule)
         row["seconds"][f"problem_{'l2' if memory else 'unlimited'}"] = time.perf_counter() - t
     t = time.perf_counter()
     limited = step_bounds(problems[True], profile)
@@ -128,19 +139,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--positions", type=int, nargs="+", default=[0, 1023, 2047, 4095, 8191])
     parser.add_argument("--profiles", nargs="+", default=["v002-spec", "v002-as-built"])
     parser.add_argument("--policies", nargs="+", default=POLICIES)
-    parser.add_argument("--out", type=Path, default=HERE / "results" / "gap.json")
+    parser.add_argument("--out", type=Path, help="default: results/gap.json, or "
+                        "results/gap_read_ahead.json with --read-ahead")  # fmt: skip
+    parser.add_argument("--read-ahead", nargs="+", default=[], metavar="KEY=N",
+                        help="kv_prefetch_edges keywords for the problem within L2")  # fmt: skip
     parser.add_argument(
         "--keep", action="store_true",
         help="keep the rows of other (profile, position) pairs already in --out",
     )  # fmt: skip
     args = parser.parse_args(argv)
+    read_ahead = {k: int(v) for k, v in (a.split("=", 1) for a in args.read_ahead)}
+    if args.out is None:
+        args.out = HERE / "results" / ("gap_read_ahead.json" if read_ahead else "gap.json")
     rows: list[dict] = []
     if args.keep and args.out.exists():
         rows = json.loads(args.out.read_text())["rows"]
     for p in args.profiles:
         for pos in args.positions:
             rows = [r for r in rows if (r["profile"], r["position"]) != (p, pos)]
-            rows.append(bench_point(p, pos, args.policies))
+            rows.append(bench_point(p, pos, args.policies, read_ahead or None))
             rows.sort(key=lambda r: (r["profile"] != "v002-spec", r["profile"], r["position"]))
             write(args.out, rows)
     print(format_table(rows, args.policies))

@@ -456,7 +456,11 @@ def _program_order(graph: nx.DiGraph, extra: Iterable[tuple[Node, Node]] = ()) -
 
 
 def problem_from_graph(
-    graph: nx.DiGraph, profile: Any, *, memory: bool = False
+    graph: nx.DiGraph,
+    profile: Any,
+    *,
+    memory: bool = False,
+    read_ahead: Mapping[str, Any] | None = None,
 ) -> SchedulingProblem:
     """The scheduling problem of a decode graph on a hardware profile.
 
@@ -467,6 +471,8 @@ def problem_from_graph(
     and each output tensor's resident bytes as holds (`memory.decode_holds`), and the
     order-only edges that issue KV tile reads just ahead of use
     (`pccx_flow.schedule.memory`; ``problem.order_edges``, the graph is not changed).
+    `read_ahead` overrides `kv_prefetch_edges`' keywords (``exp_lead``,
+    ``early_max_tiles``): a study of other read-ahead rules (`benchmarks/bench_gap.py`).
     """
     from pccx_flow.hardware.cost import cycles_of, node_resources
 
@@ -509,7 +515,7 @@ def problem_from_graph(
         capacities = decode_capacities(profile)
         holds = decode_holds(graph, capacities)
         lead = EXP_LEAD_SFU_WINDOW if L2_REACH in capacities else EXP_LEAD
-        order_edges = kv_prefetch_edges(graph, exp_lead=lead)
+        order_edges = kv_prefetch_edges(graph, **{"exp_lead": lead, **(read_ahead or {})})
     return SchedulingProblem(
         graph,
         lanes,

@@ -484,3 +484,34 @@ def test_residency_bound_never_exceeds_a_valid_schedule(case, capacity, policy):
     except PolicyError:
         return  # this order cannot fit; nothing to compare
     assert s.makespan >= residency_bounds(p).get("residency:l2", 0)
+
+
+def test_where_the_sfu_reaches_part_of_l2_scores_run_three_tiles_ahead_of_their_v():
+    """On v002-as-built (an SFU window: `EXP_LEAD_SFU_WINDOW`) K tile t waits for the scores
+    of tile t-2 and for what frees the EXPs of tile t-3, not of t-2: the DMA need not wait
+    for tile t-2's ·V, which waits for V tile t-2."""
+    from pccx_flow.schedule.memory import EXP_LEAD_SFU_WINDOW, L2_REACH
+
+    profile = load_profile("v002-as-built")
+    graph = build_decode_graph("tiny", position=60, tile_rows=16, profile=profile)
+    problem = problem_from_graph(graph, profile, memory=True)
+    assert L2_REACH in problem.capacities and EXP_LEAD_SFU_WINDOW == 3
+    _, k, _ = _layer_reads(graph, 4)
+    assert len(k) == 4  # 60 past rows in 16-key tiles
+
+    def freed_by(tile, g=graph):  # the readers of the EXPs of a K tile's scores
+        exps = {x for sc in g.successors(tile) for x in g.successors(sc)
+                if g.nodes[x]["func"] == "EXP"}  # fmt: skip
+        return {r for x in exps for r in g.successors(x)}
+
+    pred = {n: set(problem.preds[n]) for n in k}
+    assert pred[k[2]] == set(graph.successors(k[0]))  # scores only: t - 3 < 0
+    assert pred[k[3]] == set(graph.successors(k[1])) | freed_by(k[0])
+    # v002-spec keeps the EXPs of tile t-2, and a study may set any lead
+    spec = load_profile("v002-spec")
+    g2 = build_decode_graph("tiny", position=60, tile_rows=16, profile=spec)
+    p2 = problem_from_graph(g2, spec, memory=True)
+    _, k2, _ = _layer_reads(g2, 4)
+    assert set(p2.preds[k2[3]]) == set(g2.successors(k2[1])) | freed_by(k2[1], g2)
+    p3 = problem_from_graph(g2, spec, memory=True, read_ahead={"exp_lead": 3})
+    assert set(p3.preds[k2[3]]) == set(g2.successors(k2[1])) | freed_by(k2[0], g2)
