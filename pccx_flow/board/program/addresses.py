@@ -9,18 +9,24 @@ with their outputs, allocates regions (`pccx_flow.board.program.alloc`) and free
 their last reader, keeping a region an unfenced instruction may still read in quarantine
 until the next fence. A group's parts produced after it is placed get reserved words that
 regions dying before then may use; the part claims them when it is produced, after a fence
-if a borrower is still in quarantine.
+if a borrower is still in quarantine. Regions that live through much of the step are placed
+ahead at the top of L2 the same way (`Addresses._plan_long_lived`).
 """
 
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections import defaultdict
 
 from pccx_flow.board.isa import L2_WORD_BYTES, IsaError
-from pccx_flow.board.program.alloc import AllocationError, words_for
+from pccx_flow.board.program.alloc import LARGE_FRACTION, AllocationError, words_for
 from pccx_flow.board.program.tensors import operand_groups
 from pccx_flow.schedule.memory import HOST_OUTPUT_COPIES
+
+# The long-lived regions placed ahead at the top take at most 1/LONG_LIVED_SHARE of L2
+# (224 KiB of 1.75 MiB): below that, three 512 KiB KV tiles still fit.
+LONG_LIVED_SHARE = 8
 
 
 class Addresses:
@@ -111,6 +117,79 @@ class Addresses:
         # Regions whose tensors are dead but may still be read by an unfenced instruction:
         # they go back to the free list at the next fence (so no overwrite needs its own fence).
         self.quarantine: list[tuple[int, int]] = []
+        self._plan_long_lived()
+
+    def _plan_long_lived(self) -> None:
+        """Place ahead, at the top of L2, the regions that live through much of the step
+        (the embedding scale, the PLE inputs, the new rows the KV-sharing layers keep
+        reading, with the KV tile grouped with each row).
+
+        The linear scan places a small region first fit from the bottom, wherever the bottom
+        is free at its birth: one born beside a layer's short-lived scores lands mid-L2 and,
+        living on, splits the space the KV tiles stack into from the top. These are given
+        addresses at the top instead (in order of birth, the highest place where no planned
+        region of an overlapping life is), every part reserved until it is produced so that
+        regions dying before may use its words (`L2Allocator.alloc`); the tiles stack under
+        them. A region lives through "much of the step" when more than a quarter of the
+        step's KV tiles come and go during its life; the long-lived parts stay within the
+        top 1/`LONG_LIVED_SHARE` of L2.
+        """
+        total = self.l2.total_words
+        births = []
+        for members in {self.group_of.get(t, (t,)) for t in self.npu if self.rep(t) == t}:
+            words = sum(words_for(self._l2_bytes(p)) for p in members)
+            if words * LARGE_FRACTION >= total:
+                births.append(min(self.needed_at.get(p, 0) for p in members))
+        births.sort()
+        if not births:
+            return
+        span = len(births) // 4
+
+        def life(p: str) -> tuple[int, int]:
+            return self.needed_at.get(p, 0), self.chain_last.get(p, self.last_use.get(p, 0))
+
+        def long_lived(p: str) -> bool:
+            birth, death = life(p)
+            return bisect_right(births, death) - bisect_right(births, birth) > span
+
+        floor = total - total // LONG_LIVED_SHARE
+        top_ok = self.l2.reach_words >= total  # CVO tensors may lie anywhere
+        items = []
+        for key in {self.group_of.get(t, (t,)) for t in self.npu if self.rep(t) == t}:
+            if any(p in self.alias for p in key) or not all(p in self.needed_at for p in key):
+                continue
+            if not any(long_lived(p) for p in key) or (any(p in self.low for p in key)
+                                                        and not top_ok):  # fmt: skip
+                continue
+            sizes = [words_for(self._l2_bytes(p)) for p in key]
+            if len(key) == 1 and sizes[0] * LARGE_FRACTION >= total:
+                continue
+            items.append((min(life(p)[0] for p in key), key, sizes))
+        planned: list[tuple[int, int, int, int]] = []  # (lo, hi, birth, death) of parts
+        for _, key, sizes in sorted(items):
+            offsets = [sum(sizes[:i]) for i in range(len(sizes))]
+            width = sum(sizes)
+            ends = sorted({total, *(lo for lo, *_ in planned)}, reverse=True)
+            for end in ends:
+                base = end - width
+                parts = [(base + o, base + o + w, *life(p))
+                         for p, o, w in zip(key, offsets, sizes, strict=True)]  # fmt: skip
+                if base < 0 or any(part[0] < floor for part, p in zip(parts, key, strict=True)
+                                   if long_lived(p)):  # fmt: skip
+                    continue
+                if all(not (lo < qhi and qlo < hi and b <= qd and qb <= d)
+                       for lo, hi, b, d in parts for qlo, qhi, qb, qd in planned):  # fmt: skip
+                    break
+            else:
+                continue  # no room at the top while it lives: the scan places it
+            planned.extend(parts)
+            if len(key) > 1:
+                self.group_region[key] = base
+            for p, (lo, hi, _, death) in zip(key, parts, strict=True):
+                self.l2.reserve(lo, hi - lo, self.needed_at[p])
+                self.region[p] = (lo, hi - lo)
+                self.promised[p] = (lo, hi - lo)
+                self.free_at[death].append((lo, hi - lo, (p,)))
 
     def _l2_bytes(self, name: str) -> int:
         """Bytes tensor `name` takes in L2 on the target (BF16 activations as built)."""

@@ -116,6 +116,11 @@ class L2Allocator:
         self._count(kept, addr + words if low else 0)
         return addr
 
+    def reserve(self, addr: int, words: int, due: int) -> None:
+        """Promise the free words [addr, addr + words) to a region the lowering placed ahead,
+        produced at issue position `due`; regions that die before may use them."""
+        self.reserved.append([addr, addr + words, due])
+
     def claim(self, addr: int, words: int, due: int) -> bool:
         """Take the words reserved at [addr, addr + words) for `due` now; False if a region
         still occupies part of them (a borrower in the lowering's quarantine: fence and

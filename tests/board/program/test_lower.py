@@ -256,3 +256,34 @@ def test_every_batch_ends_with_a_cvo_so_the_rtl_raises_done(tiny_program):
     bare = lower(graph, schedule, profile, get_config("tiny"), done_markers=False)
     assert "done" not in bare.roles and "done.scratch" not in bare.l2
     assert bare.summary["instructions"] == prog.summary["instructions"]
+
+
+def test_regions_living_through_the_step_are_placed_ahead_at_the_top():
+    """E4B layers 0-2 at position 2047 (four key tiles a layer): the regions that live while
+    more than a quarter of the step's KV tiles come and go (PLE inputs, AltUp mixes, RoPE
+    tables) get reserved words in the top 1/LONG_LIVED_SHARE of L2 before the linear scan,
+    no two of them with overlapping lives share a word, and the program lowers with every
+    reservation claimed."""
+    from itertools import combinations
+
+    from pccx_flow.board.program.addresses import LONG_LIVED_SHARE
+    from pccx_flow.board.program.lower import _Lowering
+    from pccx_flow.graph.build import build_decode_graph
+    from pccx_flow.hardware.profile import load_profile
+    from pccx_flow.schedule.problem import problem_from_graph
+    from pccx_flow.schedule.registry import run_policy
+
+    profile, config = load_profile("v002-spec"), get_config("e4b")
+    graph = build_decode_graph(config, position=2047, profile=profile, layers=(0, 3))
+    schedule = run_policy(problem_from_graph(graph, profile, memory=True), profile, "heft")
+    lw = _Lowering(graph, schedule, profile, config)
+    total = lw.l2.total_words
+    planned = dict(lw.promised)
+    assert len(planned) >= 10 and len(lw.l2.reserved) == len(planned)
+    assert all(addr >= total - total // LONG_LIVED_SHARE for addr, _ in planned.values())
+    for (a, (x, w)), (b, (y, v)) in combinations(planned.items(), 2):
+        lives_meet = lw.needed_at[a] <= lw.chain_last[b] and lw.needed_at[b] <= lw.chain_last[a]
+        assert not (lives_meet and x < y + v and y < x + w), (a, b)
+    for n in lw.order:
+        lw.node(n)
+    assert not lw.promised and not lw.l2.reserved  # every planned region was claimed
