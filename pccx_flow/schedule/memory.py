@@ -115,13 +115,10 @@ EARLY_MAX_TILES = 2
 
 # How many key tiles a layer's scores may run ahead of the work that frees their
 # exponentials (REDUCE_SUM and ·V): K tile t waits for that work of tile t - EXP_LEAD. With
-# 2 the DMA waits for tile t-2's ·V, which waits for V tile t-2, at every tile: on
-# v002-as-built at position 8191 heft's step is 6.5 % longer than with 3. Where the SFU
-# reaches only part of L2 (v002-as-built) 3 is used; on v002-spec, 3 would shorten the 8191
-# step by 2 % but critical-path's program there no longer finds a contiguous hole in L2, so
-# 2 is kept (`problem_from_graph`).
-EXP_LEAD = 2
-EXP_LEAD_SFU_WINDOW = 3
+# 2 the DMA waited for tile t-2's ·V, which waits for V tile t-2, at every tile: heft's step
+# at position 8191 was 2.0 % longer on v002-spec and 6.5 % on v002-as-built than with 3.
+# (With 3, programs fit L2's holes since the allocator places long-lived regions ahead.)
+EXP_LEAD = 3
 
 
 def kv_prefetch_edges(

@@ -503,19 +503,11 @@ def problem_from_graph(
         resources[n] = node_resources(attrs, profile, n)
     capacities = holds = order_edges = None
     if memory:
-        from pccx_flow.schedule.memory import (
-            EXP_LEAD,
-            EXP_LEAD_SFU_WINDOW,
-            L2_REACH,
-            decode_capacities,
-            decode_holds,
-            kv_prefetch_edges,
-        )
+        from pccx_flow.schedule.memory import decode_capacities, decode_holds, kv_prefetch_edges
 
         capacities = decode_capacities(profile)
         holds = decode_holds(graph, capacities)
-        lead = EXP_LEAD_SFU_WINDOW if L2_REACH in capacities else EXP_LEAD
-        order_edges = kv_prefetch_edges(graph, **{"exp_lead": lead, **(read_ahead or {})})
+        order_edges = kv_prefetch_edges(graph, **(read_ahead or {}))
     return SchedulingProblem(
         graph,
         lanes,
