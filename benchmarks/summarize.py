@@ -556,8 +556,8 @@ def cut_section(d: dict) -> str:
         "they are not taken for KV reads, a bound of the cut too; ‡ a second solve searching "
         "for a bound: objective shaving beside the full linear relaxation; the bounds were "
         "recomputed with `--bounds-only` after `capacity_chain` changed, the schedules and "
-        "CP-SAT's results are the first run's, on `v002-as-built` from before its "
-        "three-tile KV read-ahead)\n\n" + _table(head, rows)
+        "CP-SAT's results are the first run's, from before scores ran three KV tiles ahead "
+        "of their ·V)\n\n" + _table(head, rows)
     )
 
 
