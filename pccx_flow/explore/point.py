@@ -27,7 +27,7 @@ from pccx_flow.collector import collector_paused
 from pccx_flow.errors import InputError, PccxFlowError, PolicyError
 
 # Bump when what a point record means changes, so old cache entries are not reused.
-RECORD_VERSION = 2  # 2: capacity_chain counts tiles until the first is freed; as-built read-ahead
+RECORD_VERSION = 3  # 2: capacity_chain counts tiles until freed; 3: KV read-ahead lead 3
 DDR_BOUND = "bandwidth:ddr"
 
 
