@@ -39,6 +39,8 @@ from typing import Any
 
 import networkx as nx
 
+from pccx_flow.errors import InputError
+
 L2 = "l2"
 L2_REACH = "l2_reach"
 
@@ -156,6 +158,11 @@ def kv_prefetch_edges(
     (`problem_from_graph(memory=True)`), not into the decode graph, and they free no
     memory (a hold's readers are the nodes that read its tensor).
     """
+    if exp_lead < 1:
+        raise InputError(
+            f"exp_lead must be at least 1 (a K tile cannot wait for the ·V of its own "
+            f"scores), got {exp_lead}"
+        )
     reads: dict[tuple[int, str], list[Node]] = {}
     for n, a in graph.nodes(data=True):
         if a.get("kernel") == "kv_read":

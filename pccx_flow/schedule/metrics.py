@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from math import ceil
+from math import ceil, inf
 from typing import Any
 
 from pccx_flow.schedule.model import Schedule, Slot
@@ -350,7 +350,9 @@ def most_work_within(items: Iterable[tuple[int, int]], size: int) -> int:
         search(0, size, 0)
         return best
     room, early = size, 0.0
-    for (nbytes, work), count in sorted(kinds.items(), key=lambda kv: -kv[0][1] / max(kv[0][0], 1)):
+    # by work per byte, items of no bytes first (they always fit)
+    by_density = sorted(kinds.items(), key=lambda kv: -kv[0][1] / kv[0][0] if kv[0][0] else -inf)
+    for (nbytes, work), count in by_density:
         take = count if nbytes == 0 else min(count, room // nbytes)
         room -= take * nbytes
         early += take * work

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pccx_flow.errors import GraphError, PolicyError, ProfileError, ScheduleError
+from pccx_flow.errors import GraphError, InputError, PolicyError, ProfileError, ScheduleError
 from pccx_flow.graph.build import build_decode_graph
 from pccx_flow.hardware.profile import load_profile
 from pccx_flow.schedule.memory import (
@@ -508,3 +508,6 @@ def test_scores_run_three_tiles_ahead_of_the_v_that_frees_their_exponentials():
         assert pred[k[3]] == set(graph.successors(k[1])) | freed_by(k[0])
         two = problem_from_graph(graph, profile, memory=True, read_ahead={"exp_lead": 2})
         assert set(two.preds[k[3]]) == set(graph.successors(k[1])) | freed_by(k[1])
+    # a K tile cannot wait for the ·V of its own scores: a lead below 1 is refused
+    with pytest.raises(InputError, match="exp_lead must be at least 1"):
+        problem_from_graph(graph, profile, memory=True, read_ahead={"exp_lead": 0})

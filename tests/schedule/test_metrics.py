@@ -427,3 +427,6 @@ def test_the_early_reads_are_a_0_1_knapsack_of_whole_tiles():
     assert best[10] == 19
     # by work per byte the largest item comes first and is cut: ceil(35 * 10 / 18)
     assert most_work_within(many, 10) == 20
+    # an item of no bytes always fits: the relaxation counts it before any cut
+    free = [(0, 1)] + [(1, 3 + i) for i in range(KNAPSACK_COMBINATIONS.bit_length() + 3)]
+    assert most_work_within(free, 5) >= 1 + sum(sorted((w for b, w in free if b), reverse=True)[:5])

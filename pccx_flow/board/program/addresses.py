@@ -29,6 +29,13 @@ from pccx_flow.schedule.memory import HOST_OUTPUT_COPIES
 LONG_LIVED_SHARE = 8
 
 
+def promised_note(reserved: list[list[int]]) -> str:
+    """Words the free count includes but a region may not take: reserved for regions produced
+    later, which it would outlive (`L2Allocator.alloc`)."""
+    words = sum(end - start for start, end, _ in reserved)
+    return f" ({words} of them promised to regions produced later)" if words else ""
+
+
 class Addresses:
     """Tensor facts, regions, aliases and their release (see the module docstring)."""
 
@@ -301,7 +308,8 @@ class Addresses:
             raise AllocationError(
                 f"does not fit: tensor {name} ({words * 16} B) for instruction {index} "
                 f"(node {node}) needs {words} words of {where} but only "
-                f"{self.l2.largest_hole(limit)} contiguous of {limit} are free; "
+                f"{self.l2.largest_hole(limit)} contiguous of {limit} are free"
+                f"{promised_note(self.l2.reserved)}; "
                 f"{(live + words) * 16} B would be live there (L2 peak so far "
                 f"{self.l2.peak_words * 16} B) of {limit * 16} B on {self.profile.name} "
                 "(the schedule's bytes fit, their placement does not: try another policy, "
