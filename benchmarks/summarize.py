@@ -457,7 +457,7 @@ def as_built_section(d: dict) -> str:
     )
 
 
-def gap_section(d: dict) -> str:
+def _gap_table(d: dict) -> str:
     policies = list(dict.fromkeys(k.rsplit("/", 1)[0] for r in d["rows"] for k in r["results"]))
     rows = []
     for r in d["rows"]:
@@ -472,24 +472,26 @@ def gap_section(d: dict) -> str:
         rows.append(cells)
     head = ["profile", "position", "largest bound (within L2)", *policies,
             "heft without L2 limit"]  # fmt: skip
+    return _table(head, rows)
+
+
+def gap_section(d: dict) -> str:
     return (
         "**Schedules against the largest provable bound** (`bench_gap.py`; E4B within L2 "
         "as `schedule` makes it; makespan over the largest bound of that problem, model "
         "estimates; the last column is heft on the problem without the L2 limit, a "
-        "different problem, for scale)\n\n" + _table(head, rows)
+        "different problem, for scale)\n\n" + _gap_table(d)
     )
 
 
 def gap_read_ahead_section(d: dict) -> str:
     rule = " ".join(f"{k}={v}" for k, v in d["rows"][0].get("read_ahead", {}).items())
-    table = gap_section(d).split("\n\n", 1)[1]
     return (
         f"**Another KV read-ahead rule** (`bench_gap.py --read-ahead {rule}`: a layer's "
-        "first KV tiles stream in during the previous layer's MLP at every context length, "
-        "and its scores run three tiles ahead of the ·V that frees their exponentials; "
+        "first KV tiles stream in during the previous layer's MLP at every context length; "
         "a study of how close a schedule within L2 comes to the bound, not what `schedule` "
         "makes: with it, not every policy's program finds contiguous room in L2, see "
-        "[What the model says](findings.md); columns as above)\n\n" + table
+        "[What the model says](findings.md); columns as above)\n\n" + _gap_table(d)
     )
 
 

@@ -125,7 +125,6 @@ EXP_LEAD = 3
 
 def kv_prefetch_edges(
     graph: nx.DiGraph,
-    early: bool = True,
     exp_lead: int = EXP_LEAD,
     early_max_tiles: int = EARLY_MAX_TILES,
 ) -> list[tuple[Node, Node]]:
@@ -141,9 +140,9 @@ def kv_prefetch_edges(
       projection, where V tile 0 would sit on the critical path of every layer (E4B at
       position 1023, one tile each: heft within L2 went from 5.0 % to 3.8 % over the
       largest bound). The first such layer waits for its own attention input (the
-      producers of the first Q projection's input); with ``early=False``, and for a layer
-      of more than `early_max_tiles` key tiles, every layer does, and V tile 0 waits for K
-      tile 0's scores;
+      producers of the first Q projection's input); for a layer of more than
+      `early_max_tiles` key tiles (0: every layer) every layer does, and V tile 0 waits
+      for K tile 0's scores;
     - K tile t >= 2 waits for every reader of K tile t-2 (its scores) and, from t =
       `exp_lead` on, every reader of the EXPs of tile t - `exp_lead` (REDUCE_SUM and ·V):
       the scores never run more than `exp_lead` tiles ahead of the work that frees their
@@ -185,7 +184,7 @@ def kv_prefetch_edges(
         done[layer] = sorted({r for n in last for r in after(n)}, key=str)
     anchor: dict[int, list[Node]] = {}
     for i, layer in enumerate(kv_layers):
-        if i and early and len(reads.get((layer, "k"), ())) <= early_max_tiles:
+        if i and len(reads.get((layer, "k"), ())) <= early_max_tiles:
             anchor[layer] = done[kv_layers[i - 1]]
         else:
             q0 = f"L{layer:02d}.attn.q_proj.h0"  # node ids are stable (graph.nodes)
@@ -204,7 +203,7 @@ def kv_prefetch_edges(
                 edges.extend((u, n) for u in sources if u != n)
             continue
         k_reads = reads.get((layer, "k"), [])
-        streams_early = early and len(k_reads) <= early_max_tiles
+        streams_early = len(k_reads) <= early_max_tiles
         for t, n in enumerate(nodes):
             if t == 0 and streams_early:
                 sources = list(anchor[layer])

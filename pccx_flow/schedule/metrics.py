@@ -305,10 +305,9 @@ class CapacityGroup:
     """
 
     sources: frozenset
-    readers: frozenset
     late_work: int
     lanes: int
-    holds: tuple[tuple[Node, ...], ...] = ()
+    holds: tuple[tuple[Node, ...], ...]
 
 
 # The exact 0/1 knapsack of `most_work_within` enumerates item kinds up to this many
@@ -379,9 +378,8 @@ def _capacity_groups(problem: SchedulingProblem) -> list[CapacityGroup]:
             continue
         for cap, nbytes in hold.row:
             key = (cap, problem.graph.nodes[n].get("layer"))
-            g = groups.setdefault(key, {"bytes": {}, "readers": set(), "holds": []})
+            g = groups.setdefault(key, {"bytes": {}, "holds": []})
             g["bytes"][n] = g["bytes"].get(n, 0) + nbytes
-            g["readers"].update(hold.readers)
             g["holds"].append(tuple(hold.readers))
     out = []
     for (cap, _), g in sorted(groups.items(), key=lambda kv: str(kv[0])):
@@ -390,8 +388,7 @@ def _capacity_groups(problem: SchedulingProblem) -> list[CapacityGroup]:
         late = sum(work.values()) - early
         lanes = {ln for n in g["bytes"] for ln in problem.costs[n]}
         if late > 0:
-            out.append(CapacityGroup(frozenset(g["bytes"]), frozenset(g["readers"]), late,
-                                     len(lanes), tuple(g["holds"])))  # fmt: skip
+            out.append(CapacityGroup(frozenset(g["bytes"]), late, len(lanes), tuple(g["holds"])))
     return out
 
 
@@ -446,9 +443,7 @@ class _ForcedStarts:
     pass itself.
     """
 
-    def __init__(
-        self, problem: SchedulingProblem, groups, preds, finish, pool: PoolView | None = None
-    ) -> None:
+    def __init__(self, problem: SchedulingProblem, groups, preds, finish, pool: PoolView) -> None:
         self.preds, self.finish, self.groups, self.index = preds, finish, groups, problem.index
         self.min_cost, self.pool = problem.min_cost, pool
         # Which sources of which group are ancestors of a node: per group a bit per source
@@ -462,7 +457,7 @@ class _ForcedStarts:
             for j, n in enumerate(ordered):
                 self.bits_of[n].append((i, 1 << j))
             self.full.append((1 << len(ordered)) - 1)
-        self.last_reader = [max(problem.index[r] for r in g.readers) for g in groups]
+        self.last_reader = [max(problem.index[r] for rs in g.holds for r in rs) for g in groups]
         self.t_f: list[int | None] = [None] * len(groups)
         self.partial: dict[Node, dict[int, int]] = {}  # group -> its sources among ancestors
         self.covered: dict[Node, frozenset] = {}  # groups all of whose sources are ancestors
@@ -476,24 +471,23 @@ class _ForcedStarts:
         finish, pool = self.finish, self.pool
         for readers in self.groups[i].holds:
             freed = max(finish[r] for r in readers)
-            if pool is not None:
-                mask = 0
-                for r in readers:
-                    mask |= pool.anc[r]
-                after = min(self.min_cost(r) for r in readers)
-                tau, work = None, 0
-                for _ in range(RELEASE_USERS):
-                    if not mask:
-                        break
-                    j = mask.bit_length() - 1
-                    mask ^= 1 << j
-                    u = pool.users[j]
-                    start = finish[u] - pool.cost[u]
-                    tau = start if tau is None or start < tau else tau
-                    work += pool.cost[u]
-                    t = tau + -(-work // pool.count) + after
-                    if t > freed:
-                        freed = t
+            mask = 0
+            for r in readers:
+                mask |= pool.anc[r]
+            after = min(self.min_cost(r) for r in readers)
+            tau, work = None, 0
+            for _ in range(RELEASE_USERS):
+                if not mask:
+                    break
+                j = mask.bit_length() - 1
+                mask ^= 1 << j
+                u = pool.users[j]
+                start = finish[u] - pool.cost[u]
+                tau = start if tau is None or start < tau else tau
+                work += pool.cost[u]
+                t = tau + -(-work // pool.count) + after
+                if t > freed:
+                    freed = t
             if t_f is None or freed < t_f:
                 t_f = freed
         self.t_f[i] = t_f = t_f or 0

@@ -47,13 +47,13 @@ class Addresses:
         self.low: set[str] = set()
         self.offsets: dict[str, int] = {}  # tensor -> element offset when not 0 (`_offset`)
         self.clean: set[str] = set()  # REDUCE_SUM results: nothing else in their word
-        self.produced_at: dict[str, int] = {}  # tensor -> issue position of its producer
+        produced_at: dict[str, int] = {}  # tensor -> issue position of its producer
         for n in self.order:
             d = g.nodes[n]
             for t in d["outputs"]:
                 self.info[t["name"]] = t
                 self.last_use.setdefault(t["name"], pos[n])
-                self.produced_at.setdefault(t["name"], pos[n])
+                produced_at.setdefault(t["name"], pos[n])
             for t in d["inputs"]:
                 self.info.setdefault(t["name"], t)
                 self.last_use[t["name"]] = max(self.last_use.get(t["name"], -1), pos[n])
@@ -109,7 +109,7 @@ class Addresses:
         # when a region is first needed: its earliest producer, through aliases (an accm
         # chain's region is its last output's, first written by the chain's first GEMV)
         needed: dict[str, int] = {}
-        for t, at in self.produced_at.items():
+        for t, at in produced_at.items():
             r = self.rep(t)
             needed[r] = min(needed.get(r, at), at)
         self.needed_at = needed
@@ -142,12 +142,14 @@ class Addresses:
         top 1/`LONG_LIVED_SHARE` of L2.
         """
         total = self.l2.total_words
-        births = []
-        for members in {self.group_of.get(t, (t,)) for t in self.npu if self.rep(t) == t}:
-            words = sum(words_for(self._l2_bytes(p)) for p in members)
-            if words * LARGE_FRACTION >= total:
-                births.append(min(self.needed_at.get(p, 0) for p in members))
-        births.sort()
+        regions = {}  # every region: its parts' tensors -> their words
+        for key in {self.group_of.get(t, (t,)) for t in self.npu if self.rep(t) == t}:
+            regions[key] = [words_for(self._l2_bytes(p)) for p in key]
+        births = sorted(
+            min(self.needed_at.get(p, 0) for p in key)
+            for key, sizes in regions.items()
+            if sum(sizes) * LARGE_FRACTION >= total
+        )
         if not births:
             return
         span = len(births) // 4
@@ -162,13 +164,12 @@ class Addresses:
         floor = total - total // LONG_LIVED_SHARE
         top_ok = self.l2.reach_words >= total  # CVO tensors may lie anywhere
         items = []
-        for key in {self.group_of.get(t, (t,)) for t in self.npu if self.rep(t) == t}:
+        for key, sizes in regions.items():
             if any(p in self.alias for p in key) or not all(p in self.needed_at for p in key):
                 continue
             if not any(long_lived(p) for p in key) or (any(p in self.low for p in key)
                                                         and not top_ok):  # fmt: skip
                 continue
-            sizes = [words_for(self._l2_bytes(p)) for p in key]
             if len(key) == 1 and sizes[0] * LARGE_FRACTION >= total:
                 continue
             items.append((min(life(p)[0] for p in key), key, sizes))
@@ -245,26 +246,22 @@ class Addresses:
                 sizes = [words_for(self._l2_bytes(p)) for p in key]
                 low = any(p in self.low for p in key)
                 # parts produced later are reserved until then (alloc's module docstring)
-                now, later, off = self.pos[node], [], 0
-                for p, w in zip(key, sizes, strict=True):
-                    if self.needed_at.get(p, now) > now:
-                        later.append((off, w, self.needed_at[p]))
-                    off += w
+                now = self.pos[node]
+                parts = [(p, sum(sizes[:i]), sizes[i]) for i, p in enumerate(key)]
+                due = {p: self.needed_at[p] for p in key if self.needed_at.get(p, now) > now}
+                later = [(o, w, due[p]) for p, o, w in parts if p in due]
                 dies = max(self.chain_last.get(p, self.last_use[p]) for p in key)
                 addr = self._take(sum(sizes), low, name, node, index, dies, later)
                 self.group_region[key] = addr
+                self.promised.update({p: (addr + o, w) for p, o, w in parts if p in due})
                 off = addr
                 for p, w in zip(key, sizes, strict=True):
                     self.region[p] = (off, w)
-                    if self.needed_at.get(p, now) > now:
-                        self.promised[p] = (off, w)
                     # each part's words are freed after that part's own last reader: a KV
                     # tile grouped with the new row dies long before the row, which later
                     # (KV-sharing) layers keep reading
                     self.free_at[self.chain_last.get(p, self.last_use[p])].append((off, w, (p,)))
                     off += w
-            elif name in self.promised:
-                self._claim(name, node, index)
             return
         w = words_for(self._l2_bytes(name))
         addr = self._take(w, name in self.low, name, node, index, self.chain_last[name])
