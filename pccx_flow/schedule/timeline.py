@@ -38,7 +38,7 @@ placing ~15k nodes takes well under a second.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Hashable
 
 from pccx_flow.errors import ScheduleError
@@ -110,12 +110,13 @@ class BusyIntervals:
 
 
 class CapacityLedger:
-    """Bytes of one capacity over time: closed allocations as a step function, open as a sum.
+    """Bytes of one capacity over time: closed allocations as a step function, open by start.
 
     ``times``/``values`` are the step function of closed allocations (``values[i]`` bytes
     on [times[i], times[i+1]), the last value is 0); closed allocations are only ever added,
-    so `peak` only grows and answers most questions without a scan. Open allocations (end
-    not known yet) are one total, since they reach past every closed one.
+    so `peak` only grows and answers most questions without a scan. An open allocation (end
+    not known yet) occupies the capacity from its start for ever: ``open_at`` maps each
+    start to the open bytes from it (``open_starts`` sorted), ``open_bytes`` is their sum.
 
     ``suffix[i]`` is the largest value from breakpoint i on, so it never grows with i and
     `free_from` finds the last interval above a limit by bisection instead of scanning the
@@ -124,7 +125,8 @@ class CapacityLedger:
     already as high (allocations land near the frontier, so that walk is short).
     """
 
-    __slots__ = ("size", "times", "values", "suffix", "peak", "open_bytes")
+    __slots__ = ("size", "times", "values", "suffix", "peak", "open_bytes", "open_at",
+                 "open_starts")  # fmt: skip
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -133,6 +135,31 @@ class CapacityLedger:
         self.suffix: list[int] = []
         self.peak = 0
         self.open_bytes = 0
+        self.open_at: dict[int, int] = {}
+        self.open_starts: list[int] = []
+
+    def open(self, start: int, nbytes: int) -> None:
+        """Hold `nbytes` from `start` until `close` says when they end."""
+        if nbytes <= 0:
+            return
+        if start not in self.open_at:
+            insort(self.open_starts, start)
+            self.open_at[start] = 0
+        self.open_at[start] += nbytes
+        self.open_bytes += nbytes
+
+    def close(self, start: int, end: int, nbytes: int) -> None:
+        """The open `nbytes` held from `start` end at `end`: they become a closed allocation."""
+        if nbytes <= 0:
+            return
+        left = self.open_at[start] - nbytes
+        if left:
+            self.open_at[start] = left
+        else:
+            del self.open_at[start]
+            del self.open_starts[bisect_left(self.open_starts, start)]
+        self.open_bytes -= nbytes
+        self.add_closed(start, end, nbytes)
 
     def _breakpoint(self, t: int) -> int:
         """Index of the breakpoint at t, inserted (carrying the value before it) if needed."""
@@ -169,11 +196,8 @@ class CapacityLedger:
             suffix[k] = after
         self.peak = top
 
-    def free_from(self, nbytes: int) -> int | None:
-        """Earliest t with room for `nbytes` more (open) at every moment from t on, or None."""
-        limit = self.size - self.open_bytes - nbytes
-        if limit < 0:
-            return None
+    def _closed_fit(self, limit: int) -> int:
+        """Earliest t from which the closed allocations stay at or under `limit` (>= 0)."""
         if self.peak <= limit:
             return 0
         suffix = self.suffix
@@ -186,6 +210,26 @@ class CapacityLedger:
                 hi = mid
         return self.times[lo + 1]
 
+    def free_from(self, nbytes: int) -> int | None:
+        """Earliest t with room for `nbytes` more (open) at every moment from t on, or None.
+
+        Open allocations count from their own starts: between two open starts s_j <
+        s_{j+1} the closed bytes must stay under the capacity less `nbytes` and the
+        allocations open by s_j. Walking the starts from the last one back, the first
+        segment whose limit is broken after its own start decides: a later segment has a
+        lower limit that the closed bytes already keep from its start on, so an earlier
+        violation of a looser limit cannot lie beyond it.
+        """
+        room = self.size - nbytes
+        opened = self.open_bytes
+        if room - opened < 0:
+            return None
+        for s in reversed(self.open_starts):  # limits only loosen going back
+            t = self._closed_fit(room - opened)
+            if t > s:
+                return t
+            opened -= self.open_at[s]
+        return self._closed_fit(room)
 
 class Timeline:
     """Placements made so far, and the earliest legal start of the next one."""
@@ -402,7 +446,7 @@ class Timeline:
         for i in problem.holds_of.get(node, ()):
             if self._unread[i]:
                 for cap, nbytes in holds[i].row:
-                    self._ledgers[cap].open_bytes += nbytes
+                    self._ledgers[cap].open(slot.start, nbytes)
             else:
                 for cap, nbytes in holds[i].row:
                     self._ledgers[cap].add_closed(slot.start, slot.finish, nbytes)
@@ -416,9 +460,7 @@ class Timeline:
             start = slots[h.node].start
             end = max(slots[h.node].finish, max(slots[r].finish for r in h.readers))
             for cap, nbytes in h.row:
-                ledger = self._ledgers[cap]
-                ledger.open_bytes -= nbytes
-                ledger.add_closed(start, end, nbytes)
+                self._ledgers[cap].close(start, end, nbytes)
 
     # --- placing --------------------------------------------------------------------------
 

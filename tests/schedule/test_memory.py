@@ -57,31 +57,52 @@ def test_ledger_free_from_is_the_end_of_the_last_overfull_segment():
     assert ledger.free_from(20) == 0  # 80 + 20 fits everywhere
     assert ledger.free_from(60) == 10  # 80 + 60 does not fit on [5, 10)
     assert ledger.free_from(75) == 20  # 30 + 75 does not fit on [10, 20)
-    ledger.open_bytes = 50
+    ledger.open(0, 50)
     assert ledger.free_from(50) == 20
     assert ledger.free_from(51) is None  # open bytes never leave: no room, ever
 
 
-@settings(max_examples=200, deadline=None)
+def test_an_open_allocation_counts_from_its_own_start():
+    ledger = CapacityLedger(100)
+    ledger.add_closed(0, 10, 60)  # 60 on [0, 10)
+    ledger.open(30, 50)  # 50 from 30 on, end not known yet
+    # 60 + 30 fits before 30 and 50 + 30 after it: a node may start at 0, before the open
+    # allocation begins, since both its bytes and the closed ones fit at every moment
+    assert ledger.free_from(30) == 0
+    assert ledger.free_from(45) == 10  # 60 + 45 does not fit on [0, 10)
+    assert ledger.free_from(51) is None
+    ledger.open(5, 10)  # 10 more from 5: 70 + 30 fits on [5, 10), 60 + 30 on [10, 30)
+    assert ledger.free_from(30) == 0
+    assert ledger.free_from(31) == 10
+    ledger.close(30, 40, 50)  # the open 50 end at 40: closed on [30, 40)
+    assert (ledger.open_bytes, ledger.open_starts) == (10, [5])
+    assert ledger.free_from(41) == 40
+
+
+@settings(max_examples=300, deadline=None)
 @given(
     st.lists(st.tuples(st.integers(0, 60), st.integers(1, 30), st.integers(1, 40)), max_size=25),
     st.integers(0, 150),
-    st.integers(0, 60),
+    st.lists(st.tuples(st.integers(0, 90), st.integers(1, 40)), max_size=4),
 )
-def test_ledger_free_from_equals_a_scan_of_the_step_function(allocs, nbytes, open_bytes):
-    """The bisection over suffix maxima answers what scanning every interval answers."""
+def test_ledger_free_from_equals_a_scan_of_the_step_function(allocs, nbytes, opened):
+    """The bisection over suffix maxima, walked back over the open starts, answers what
+    trying every start time against the whole occupancy answers."""
     ledger = CapacityLedger(150)
     for start, length, size in allocs:
         ledger.add_closed(start, start + length, size)
         assert ledger.suffix == [max(ledger.values[k:]) for k in range(len(ledger.values))]
-    ledger.open_bytes = open_bytes
-    limit = 150 - open_bytes - nbytes
-    if limit < 0:
-        want = None
-    else:
-        over = [k for k, v in enumerate(ledger.values) if v > limit]
-        want = ledger.times[over[-1] + 1] if over else 0
-    assert ledger.free_from(nbytes) == want
+    for start, size in opened:
+        ledger.open(start, size)
+
+    def used(t: int) -> int:  # closed bytes at t plus the open ones begun by t
+        closed = sum(size for s, length, size in allocs if s <= t < s + length)
+        return closed + sum(size for s, size in opened if s <= t)
+
+    moments = sorted({0, *(s for s, _, _ in allocs), *(s + n for s, n, _ in allocs),
+                      *(s for s, _ in opened)})  # fmt: skip
+    fits = [t for t in moments if all(used(u) + nbytes <= 150 for u in moments if u >= t)]
+    assert ledger.free_from(nbytes) == (fits[0] if fits else None)
 
 
 def test_the_timeline_delays_a_node_until_its_bytes_fit():
