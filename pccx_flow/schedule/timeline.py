@@ -231,6 +231,7 @@ class CapacityLedger:
             opened -= self.open_at[s]
         return self._closed_fit(room)
 
+
 class Timeline:
     """Placements made so far, and the earliest legal start of the next one."""
 
