@@ -224,12 +224,21 @@ class CapacityLedger:
         opened = self.open_bytes
         if room - opened < 0:
             return None
-        for s in reversed(self.open_starts):  # limits only loosen going back
-            t = self._closed_fit(room - opened)
-            if t > s:
-                return t
-            opened -= self.open_at[s]
-        return self._closed_fit(room)
+        t = self._closed_fit(room - opened)
+        fresh = True  # t is the answer for `opened`; else an upper bound of it
+        open_at = self.open_at
+        for s in reversed(self.open_starts):  # limits only loosen going back, t only falls
+            if t == 0:
+                return 0
+            if s < t:  # a start at or after t cannot be followed by a violation
+                if not fresh:
+                    t = self._closed_fit(room - opened)
+                    fresh = True
+                if t > s:
+                    return t
+            opened -= open_at[s]
+            fresh = False
+        return t if fresh else self._closed_fit(room - opened)
 
 
 class Timeline:
