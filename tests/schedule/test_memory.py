@@ -86,12 +86,16 @@ def test_an_open_allocation_counts_from_its_own_start():
     st.lists(st.tuples(st.integers(0, 90), st.integers(1, 40)), max_size=4),
 )
 def test_ledger_free_from_equals_a_scan_of_the_step_function(allocs, nbytes, opened):
-    """The bisection over suffix maxima, walked back over the open starts, answers what
-    trying every start time against the whole occupancy answers."""
-    ledger = CapacityLedger(150)
-    for start, length, size in allocs:
+    """The blocked step function holds what the allocations add up to, and the bisection
+    over its suffix maxima, walked back over the open starts, answers what trying every
+    start time against the whole occupancy answers."""
+    ledger = CapacityLedger(150, block=2)  # blocks of 2-4 points: every path of a split
+    for k, (start, length, size) in enumerate(allocs):
         ledger.add_closed(start, start + length, size)
-        assert ledger.suffix == [max(ledger.values[k:]) for k in range(len(ledger.values))]
+        added = [a for a in allocs[: k + 1] if a[1] > 0]
+        assert ledger.values == [sum(n for s, ln, n in added if s <= t < s + ln)
+                                 for t in ledger.times]  # fmt: skip
+        assert ledger.peak == max(ledger.values)
     for start, size in opened:
         ledger.open(start, size)
 
