@@ -294,10 +294,20 @@ class Addresses:
         dies: int | None = None,
         later: list[tuple[int, int, int]] | tuple = (),
     ) -> int:
-        addr = self.l2.alloc(words, low=low, dies=dies, later=later)
+        l2 = self.l2
+        if self.quarantine and not low and words * LARGE_FRACTION >= l2.total_words:
+            # A large region stacks from the top: one placed lower only because the tile
+            # freed above it still waits for its fence splits the space the next tiles
+            # need (a layer's first tiles stream in as the last layer's leave), so fence
+            # now when that gives it a higher place.
+            here = l2.placement(words, low=low, dies=dies)
+            fenced = l2.placement(words, low=low, dies=dies, freed=self.quarantine)
+            if fenced is not None and (here is None or fenced > here):
+                self._fence("stack a large region")
+        addr = l2.alloc(words, low=low, dies=dies, later=later)
         if addr is None and self.quarantine:
             self._fence("reclaim L2")
-            addr = self.l2.alloc(words, low=low, dies=dies, later=later)
+            addr = l2.alloc(words, low=low, dies=dies, later=later)
         if addr is None:
             where = "CVO window" if low else "L2"
             limit = self.l2.reach_words if low else self.l2.total_words

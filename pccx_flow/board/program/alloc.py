@@ -116,6 +116,23 @@ class L2Allocator:
         self._count(kept, addr + words if low else 0)
         return addr
 
+    def placement(
+        self, words: int, *, low: bool, dies: int | None = None, freed: Iterable = ()
+    ) -> int | None:
+        """Where `alloc` would place a region of `words` now, or once the `freed`
+        ``(addr, words)`` ranges are back in the free list; None if nowhere. Nothing
+        changes."""
+        if not freed:
+            return self._place(words, low, self._usable(dies))
+        kept = self.free
+        self.free = [hole[:] for hole in kept]
+        try:
+            for addr, n in freed:
+                self._merge_in(addr, n)
+            return self._place(words, low, self._usable(dies))
+        finally:
+            self.free = kept
+
     def reserve(self, addr: int, words: int, due: int) -> None:
         """Promise the free words [addr, addr + words) to a region the lowering placed ahead,
         produced at issue position `due`; regions that die before may use them."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pccx_flow.board.program.addresses import Addresses
 from pccx_flow.board.program.alloc import L2Allocator, SlotCache, words_for
 
 
@@ -91,3 +92,44 @@ def test_a_borrower_may_reserve_inside_another_reservation():
     a.release(0, 4)
     a.release(4, 4)
     assert a.claim(0, 8, 20) and a.reserved == [] and a.live_words == 18
+
+
+def test_placement_is_a_dry_run_and_can_count_ranges_about_to_be_freed():
+    a = L2Allocator(total_words=160, reach_words=160)
+    assert a.alloc(40, low=False) == 120
+    assert a.alloc(40, low=False) == 80
+    before = (a.free, a.live_words)
+    assert a.placement(40, low=False) == 40
+    assert a.placement(40, low=False, freed=[(120, 40)]) == 120  # the top, once freed
+    assert a.placement(90, low=False) is None
+    assert (a.free, a.live_words) == before == ([[0, 80]], 80)
+
+
+class _Lowering(Addresses):
+    """Just what `Addresses._take` uses: an allocator, a quarantine and a fence."""
+
+    def __init__(self, total_words: int) -> None:
+        self.l2 = L2Allocator(total_words=total_words, reach_words=total_words)
+        self.quarantine: list[tuple[int, int]] = []
+        self.fences: list[str] = []
+
+    def _fence(self, reason: str) -> None:
+        self.fences.append(reason)
+        for addr, words in self.quarantine:
+            self.l2.release(addr, words)
+        self.quarantine = []
+
+
+def test_a_large_region_fences_for_the_top_when_the_tile_above_waits_in_quarantine():
+    """A tile freed at the top but still readable until the next fence would push the next
+    tile below the one still live, and the two holes left around it would each be too
+    small for a third: the lowering fences first and stacks the new tile at the top."""
+    low = _Lowering(160)
+    top = low._take(40, False, "t0", "n0", 0)
+    mid = low._take(40, False, "t1", "n1", 1)
+    assert (top, mid) == (120, 80)
+    low.quarantine.append((top, 40))  # t0 is dead, an engine may still read it
+    assert low._take(40, False, "t2", "n2", 2) == 120 and low.fences == ["stack a large region"]
+    assert low.l2.live_words == 80
+    low.quarantine.append((mid, 40))
+    assert low._take(4, False, "small", "n3", 3) == 0 and low.fences == ["stack a large region"]
