@@ -108,12 +108,14 @@ def decode_demands(graph: nx.DiGraph, capacities: dict[str, int]) -> dict[Node, 
     return out
 
 
-# A layer streams its first KV tiles in during the previous layer's MLP only when its whole
-# context is at most this many key tiles. With more (E4B from 2,048 tokens on), the early
-# 512 KiB tiles beside the previous layer's own fragment L2 so that the program's allocator,
-# which needs contiguous holes where the schedule counts bytes, found no room: at 8191,
-# critical-path on v002-spec and heft on v002-as-built scheduled within L2 but did not lower.
-EARLY_MAX_TILES = 2
+# Every layer streams its first KV tiles in during the previous layer's MLP, at any context
+# length. It once did only up to two key tiles (E4B below 2,048 tokens): beside the previous
+# layer's own tiles the early ones left L2 in holes too small for a tile, and some programs
+# did not lower. Two lowering rules made room (a tile fences for the top of L2, the tile
+# read with the new row comes second, `kv_prefetch_edges`): heft within L2 on v002-spec
+# went from 4.97 / 4.59 / 4.02 % over the largest bound at 2047 / 4095 / 8191 to 3.72 /
+# 3.46 / 3.08 %, critical-path from 7.29 / 6.50 / 5.61 % to 5.78 / 5.15 / 4.48 %.
+# `kv_prefetch_edges(early_max_tiles=N)` keeps the old rule for a study.
 
 # How many key tiles a layer's scores may run ahead of the work that frees their
 # exponentials (REDUCE_SUM and ·V): K tile t waits for that work of tile t - EXP_LEAD. With
@@ -126,13 +128,15 @@ EXP_LEAD = 3
 def kv_prefetch_edges(
     graph: nx.DiGraph,
     exp_lead: int = EXP_LEAD,
-    early_max_tiles: int = EARLY_MAX_TILES,
+    early_max_tiles: int | None = None,
 ) -> list[tuple[Node, Node]]:
     """Order-only edges that issue each layer's KV tile reads just ahead of their use.
 
     A ``kv_read`` has no inputs, so a list scheduler may place it at any time, and priority
     policies place long DMA reads early: the whole context of every layer would be
-    resident at once. With these edges (per layer):
+    resident at once. With these edges (per layer, tiles counted in *read order*: by
+    position, except that the last tile, which the scores and ·V read together with the new
+    row as one operand, is read second when there are three or more):
 
     - K tiles 0 and 1 and V tile 0 wait until the previous layer that reads KV has finished
       its attention (every reader of its last K and V tiles): they stream in during that
@@ -140,9 +144,9 @@ def kv_prefetch_edges(
       projection, where V tile 0 would sit on the critical path of every layer (E4B at
       position 1023, one tile each: heft within L2 went from 5.0 % to 3.8 % over the
       largest bound). The first such layer waits for its own attention input (the
-      producers of the first Q projection's input); for a layer of more than
-      `early_max_tiles` key tiles (0: every layer) every layer does, and V tile 0 waits
-      for K tile 0's scores;
+      producers of the first Q projection's input); with `early_max_tiles` N, a layer of
+      more than N key tiles (0: every layer) does too, and V tile 0 waits for K tile 0's
+      scores (the rule before every layer streamed early: a study);
     - K tile t >= 2 waits for every reader of K tile t-2 (its scores) and, from t =
       `exp_lead` on, every reader of the EXPs of tile t - `exp_lead` (REDUCE_SUM and ·V):
       the scores never run more than `exp_lead` tiles ahead of the work that frees their
@@ -153,6 +157,13 @@ def kv_prefetch_edges(
 
     So, whatever the policy, a layer holds at most two K tiles and one V tile, and the next
     layer's first two K tiles and first V tile once this layer's attention is done.
+
+    Why the last tile second: the program keeps an operand's parts in one contiguous L2
+    region (`pccx_flow.board.program.addresses`), placed when its first part is produced.
+    Read last, the tile's region is placed when the new row is written, after the K (V)
+    projection, and must then find a whole tile's room beside the three streamed in early;
+    with min-min, cpop or random it did not at 2047 and more. Read second, the region is
+    placed with the tile, during the previous MLP, and the row's words wait reserved in it.
     The edges carry no tensor: they go into the scheduling problem
     (`problem_from_graph(memory=True)`), not into the decode graph, and they free no
     memory (a hold's readers are the nodes that read its tensor).
@@ -168,6 +179,8 @@ def kv_prefetch_edges(
             reads.setdefault((int(a["layer"]), a["params"]["kind"]), []).append(n)
     for nodes in reads.values():
         nodes.sort(key=lambda n: graph.nodes[n]["params"]["positions"][0])
+        if len(nodes) > 2:  # the tile read with the new row goes second (docstring)
+            nodes.insert(1, nodes.pop())
     edges: list[tuple[Node, Node]] = []
 
     def after(node: Node) -> list[Node]:
@@ -184,7 +197,7 @@ def kv_prefetch_edges(
         done[layer] = sorted({r for n in last for r in after(n)}, key=str)
     anchor: dict[int, list[Node]] = {}
     for i, layer in enumerate(kv_layers):
-        if i and len(reads.get((layer, "k"), ())) <= early_max_tiles:
+        if i and (early_max_tiles is None or len(reads.get((layer, "k"), ())) <= early_max_tiles):
             anchor[layer] = done[kv_layers[i - 1]]
         else:
             q0 = f"L{layer:02d}.attn.q_proj.h0"  # node ids are stable (graph.nodes)
@@ -203,7 +216,7 @@ def kv_prefetch_edges(
                 edges.extend((u, n) for u in sources if u != n)
             continue
         k_reads = reads.get((layer, "k"), [])
-        streams_early = len(k_reads) <= early_max_tiles
+        streams_early = early_max_tiles is None or len(k_reads) <= early_max_tiles
         for t, n in enumerate(nodes):
             if t == 0 and streams_early:
                 sources = list(anchor[layer])

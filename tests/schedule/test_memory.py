@@ -11,7 +11,6 @@ from pccx_flow.errors import GraphError, InputError, PolicyError, ProfileError, 
 from pccx_flow.graph.build import build_decode_graph
 from pccx_flow.hardware.profile import load_profile
 from pccx_flow.schedule.memory import (
-    EARLY_MAX_TILES,
     L2,
     L2_REACH,
     decode_capacities,
@@ -419,32 +418,34 @@ def _layer_reads(graph, layer):
 
 
 def _previous_attention_done(graph, layer):
-    """Every reader of the last K and V tiles of the KV-reading layer before `layer`."""
+    """Every reader of the K and V tiles read last by the KV-reading layer before `layer`
+    (by position the last but one when there are three or more: the last is read second)."""
     kv_layers = sorted({a["layer"] for _, a in graph.nodes(data=True) if a["kernel"] == "kv_read"})
     before = kv_layers[kv_layers.index(layer) - 1]
-    last = [
-        max((n for n, a in graph.nodes(data=True)
-             if a["kernel"] == "kv_read" and a["layer"] == before and a["params"]["kind"] == kind),
-            key=lambda n: graph.nodes[n]["params"]["start"])
-        for kind in ("k", "v")
-    ]  # fmt: skip
+    last = []
+    for kind in ("k", "v"):
+        tiles = sorted((n for n, a in graph.nodes(data=True) if a["kernel"] == "kv_read"
+                        and a["layer"] == before and a["params"]["kind"] == kind),
+                       key=lambda n: graph.nodes[n]["params"]["start"])  # fmt: skip
+        last.append(tiles[-2] if len(tiles) > 2 else tiles[-1])
     return {r for n in last for r in graph.successors(n)}
 
 
 def test_a_short_context_streams_in_during_the_previous_layers_mlp():
-    """Two key tiles a layer (<= EARLY_MAX_TILES): K tiles 0, 1 and V tile 0 wait only for
-    the previous KV-reading layer's attention."""
+    """Two key tiles a layer: K tiles 0, 1 and V tile 0 wait only for the previous
+    KV-reading layer's attention, and V tile 1 for the ·V of V tile 0."""
     profile = load_profile("v002-spec")
     graph = build_decode_graph("tiny", position=40, tile_rows=32, profile=profile)
     problem = problem_from_graph(graph, profile, memory=True)
     _, k, v = _layer_reads(graph, 4)
-    assert len(k) == len(v) == 2 <= EARLY_MAX_TILES
+    assert len(k) == len(v) == 2
     done = _previous_attention_done(graph, 4)
     assert done and set(problem.preds[k[0]]) == set(problem.preds[k[1]]) == done
     assert set(problem.preds[v[0]]) == done
+    assert set(problem.preds[v[1]]) == set(graph.successors(v[0])) | set(graph.successors(k[1]))
 
 
-def test_kv_reads_are_issued_just_ahead_of_use():
+def test_kv_reads_are_issued_just_ahead_of_use_the_tile_with_the_new_row_second():
     profile = load_profile("v002-spec")
     graph = build_decode_graph("tiny", position=40, tile_rows=16, profile=profile)
     problem = problem_from_graph(graph, profile, memory=True)
@@ -454,22 +455,22 @@ def test_kv_reads_are_issued_just_ahead_of_use():
     reads, k, v = _layer_reads(graph, 4)
     assert len(k) == len(v) == 3  # 40 past rows of a global layer in 16-key tiles
     assert [graph.nodes[n]["params"]["positions"] for n in k] == [[0, 16], [16, 32], [32, 40]]
+    # the last tile is one operand with the new row (its scores read both): read second
+    for tile, row in ((k[2], "L04.attn.k_write"), (v[2], "L04.attn.v_write")):
+        assert set(graph.successors(tile)) <= set(graph.successors(row))  # (and later
+        # layers that share this layer's KV read the row too)
+    order_k, order_v = [k[0], k[2], k[1]], [v[0], v[2], v[1]]
     pred = {n: set(problem.preds[n]) for n in reads}
-    # more tiles than EARLY_MAX_TILES: the first K tiles wait for this layer's attention
-    # input (the producers of its first Q projection's input), not the previous layer's
-    q_in = set(graph.predecessors("L04.attn.q_proj.h0"))
-    assert q_in and pred[k[0]] == pred[k[1]] == q_in
-    assert not (pred[k[0]] & _previous_attention_done(graph, 4))
-    # two K tiles in flight: K tile 2 waits for tile 0's scores (what frees the EXPs of a
-    # tile three back, `EXP_LEAD`, is covered by the next test)
-    exps = {x for sc in graph.successors(k[0]) for x in graph.successors(sc)
-            if graph.nodes[x]["func"] == "EXP"}  # fmt: skip
-    assert len(exps) == 8 and pred[k[2]] == set(graph.successors(k[0]))
-    # then one V tile at a time, each after its own K tile's scores (V tile 0 after K tile 0's)
-    assert pred[v[0]] == set(graph.successors(k[0]))
-    assert pred[v[1]] == set(graph.successors(v[0])) | set(graph.successors(k[1]))
-    assert pred[v[2]] == set(graph.successors(v[1])) | set(graph.successors(k[2]))
-    assert all(graph.nodes[s]["kernel"] == "attn_pv" for s in graph.successors(v[0]))
+    after = {n: set(graph.successors(n)) for n in reads}
+    # the first two K tiles and the first V tile stream in during the previous layer's MLP
+    done = _previous_attention_done(graph, 4)
+    assert done and pred[order_k[0]] == pred[order_k[1]] == pred[order_v[0]] == done
+    # two K tiles in flight: the third waits for the first's scores
+    assert pred[order_k[2]] == after[order_k[0]]
+    # one V tile at a time, each after the ·V of the one before and its own K tile's scores
+    assert pred[order_v[1]] == after[order_v[0]] | after[order_k[1]]
+    assert pred[order_v[2]] == after[order_v[1]] | after[order_k[2]]
+    assert all(graph.nodes[s]["kernel"] == "attn_pv" for s in after[v[0]])
     kv_layers = {a["layer"] for _, a in graph.nodes(data=True) if a["kernel"] == "kv_read"}
     first = min(kv_layers)  # nothing before it: its first tiles wait for its own input
     k_first = min((n for n, a in graph.nodes(data=True) if a["kernel"] == "kv_read"
@@ -477,7 +478,21 @@ def test_kv_reads_are_issued_just_ahead_of_use():
                   key=lambda n: graph.nodes[n]["params"]["start"])  # fmt: skip
     q0 = f"L{first:02d}.attn.q_proj.h0"
     assert set(problem.preds[k_first]) == set(graph.predecessors(q0))
-    assert all(graph.nodes[s]["kernel"] == "attn_scores" for s in graph.successors(k[1]))
+    assert all(graph.nodes[s]["kernel"] == "attn_scores" for s in after[k[1]])
+
+
+def test_a_study_may_keep_long_contexts_from_streaming_in_early():
+    """`early_max_tiles` N (a study of the rule before every layer streamed early): a layer
+    of more than N key tiles waits for its own attention input, V tile 0 for K tile 0."""
+    profile = load_profile("v002-spec")
+    graph = build_decode_graph("tiny", position=40, tile_rows=16, profile=profile)
+    problem = problem_from_graph(graph, profile, memory=True, read_ahead={"early_max_tiles": 2})
+    _, k, v = _layer_reads(graph, 4)
+    q_in = set(graph.predecessors("L04.attn.q_proj.h0"))
+    pred = {n: set(problem.preds[n]) for n in (*k, *v)}
+    assert q_in and pred[k[0]] == pred[k[2]] == q_in
+    assert not (pred[k[0]] & _previous_attention_done(graph, 4))
+    assert pred[v[0]] == set(graph.successors(k[0]))
 
 
 def test_decode_problem_with_memory_on_a_tiled_context_validates():
@@ -528,6 +543,7 @@ def test_scores_run_three_tiles_ahead_of_the_v_that_frees_their_exponentials():
                     if g.nodes[x]["func"] == "EXP"}  # fmt: skip
             return {r for x in exps for r in g.successors(x)}
 
+        k = [k[0], k[3], k[1], k[2]]  # read order: the tile with the new row second
         pred = {n: set(problem.preds[n]) for n in k}
         assert pred[k[2]] == set(graph.successors(k[0]))  # scores only: t - 3 < 0
         assert pred[k[3]] == set(graph.successors(k[1])) | freed_by(k[0])
