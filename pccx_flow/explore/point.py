@@ -27,7 +27,8 @@ from pccx_flow.collector import collector_paused
 from pccx_flow.errors import InputError, PccxFlowError, PolicyError
 
 # Bump when what a point record means changes, so old cache entries are not reused.
-RECORD_VERSION = 3  # 2: capacity_chain counts tiles until freed; 3: KV read-ahead lead 3
+RECORD_VERSION = 4  # 2: capacity_chain counts tiles until freed; 3: KV read-ahead lead 3;
+# 4: every layer streams its first KV tiles early, the tile with the new row second
 DDR_BOUND = "bandwidth:ddr"
 
 
