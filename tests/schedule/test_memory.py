@@ -552,3 +552,20 @@ def test_scores_run_three_tiles_ahead_of_the_v_that_frees_their_exponentials():
     # a K tile cannot wait for the ·V of its own scores: a lead below 1 is refused
     with pytest.raises(InputError, match="exp_lead must be at least 1"):
         problem_from_graph(graph, profile, memory=True, read_ahead={"exp_lead": 0})
+
+
+def test_random_holds_back_a_node_with_no_room_until_a_placement_frees_some():
+    """With a and b open (60 bytes each of 100) no order can go on, so a random order that
+    picks b before c waits b until c has freed a's bytes instead of failing; a node that
+    can never fit still fails in one line."""
+    for seed in range(12):
+        s = run_on_problem(make_policy("random", seed=seed), two_pairs(100), label="random",
+                           profile="none")  # fmt: skip
+        first, second = sorted("ab", key=lambda n: s.slots[n].start)
+        assert s.slots[second].start >= s.slots[{"a": "c", "b": "d"}[first]].finish
+    huge = SchedulingProblem(
+        nx.DiGraph([("a", "b")]), [Lane("x0", "cpu")], {"a": {"x0": 1}, "b": {"x0": 1}},
+        capacities={L2: 50}, demands={"a": {L2: 60}},
+    )  # fmt: skip
+    with pytest.raises(PolicyError, match="more than its capacity"):
+        run_on_problem(make_policy("random"), huge, label="random", profile="none")
