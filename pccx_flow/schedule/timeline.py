@@ -38,7 +38,7 @@ placing ~15k nodes takes well under a second.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Hashable
 
 from pccx_flow.errors import ScheduleError
@@ -129,12 +129,12 @@ class CapacityLedger:
     backwards (which made a schedule on a small capacity quadratic).
 
     An open allocation (end not known yet) occupies the capacity from its start for ever:
-    ``open_at`` maps each start to the open bytes from it (``open_starts`` sorted),
+    ``open_starts`` (sorted) and ``open_sizes`` hold each start and the open bytes from it,
     ``open_bytes`` is their sum.
     """
 
     __slots__ = ("size", "block", "_bt", "_times", "_raw", "_lazy", "_isuf", "_bsuf", "peak",
-                 "open_bytes", "open_at", "open_starts")  # fmt: skip
+                 "open_bytes", "open_starts", "open_sizes")  # fmt: skip
 
     def __init__(self, size: int, block: int = LEDGER_BLOCK) -> None:
         self.size = size
@@ -147,8 +147,8 @@ class CapacityLedger:
         self._bsuf: list[int] = []  # per block: largest value from that block on
         self.peak = 0
         self.open_bytes = 0
-        self.open_at: dict[int, int] = {}
         self.open_starts: list[int] = []
+        self.open_sizes: list[int] = []
 
     # --- the step function as flat lists (for tests and inspection) ----------------------
 
@@ -166,22 +166,25 @@ class CapacityLedger:
         """Hold `nbytes` from `start` until `close` says when they end."""
         if nbytes <= 0:
             return
-        if start not in self.open_at:
-            insort(self.open_starts, start)
-            self.open_at[start] = 0
-        self.open_at[start] += nbytes
+        starts = self.open_starts
+        i = bisect_left(starts, start)
+        if i < len(starts) and starts[i] == start:
+            self.open_sizes[i] += nbytes
+        else:
+            starts.insert(i, start)
+            self.open_sizes.insert(i, nbytes)
         self.open_bytes += nbytes
 
     def close(self, start: int, end: int, nbytes: int) -> None:
         """The open `nbytes` held from `start` end at `end`: they become a closed allocation."""
         if nbytes <= 0:
             return
-        left = self.open_at[start] - nbytes
+        i = bisect_left(self.open_starts, start)
+        left = self.open_sizes[i] - nbytes
         if left:
-            self.open_at[start] = left
+            self.open_sizes[i] = left
         else:
-            del self.open_at[start]
-            del self.open_starts[bisect_left(self.open_starts, start)]
+            del self.open_starts[i], self.open_sizes[i]
         self.open_bytes -= nbytes
         self.add_closed(start, end, nbytes)
 
@@ -341,20 +344,18 @@ class CapacityLedger:
         if room - opened < 0:
             return None
         t = self._closed_fit(room - opened)
-        fresh = True  # t is the answer for `opened`; else an upper bound of it
-        open_at = self.open_at
-        for s in reversed(self.open_starts):  # limits only loosen going back, t only falls
-            if t == 0:
-                return 0
-            if s < t:  # a start at or after t cannot be followed by a violation
-                if not fresh:
-                    t = self._closed_fit(room - opened)
-                    fresh = True
-                if t > s:
-                    return t
-            opened -= open_at[s]
-            fresh = False
-        return t if fresh else self._closed_fit(room - opened)
+        starts, sizes = self.open_starts, self.open_sizes
+        p = len(starts) - 1  # `opened` counts the starts up to p; t is the answer for it
+        while p >= 0 and t:
+            if t > starts[p]:
+                return t  # broken after start p, whose bytes count there
+            # every start at or after t is passed (no violation can follow it) in one go;
+            # the limit loosens by their bytes, so t can only fall
+            i = bisect_left(starts, t, 0, p + 1)
+            opened -= sum(sizes[i : p + 1])
+            p = i - 1
+            t = self._closed_fit(room - opened)
+        return t
 
 
 class Timeline:
