@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Hashable
+from operator import neg
 
 from pccx_flow.errors import ScheduleError
 from pccx_flow.schedule.model import Schedule, Slot
@@ -309,23 +310,9 @@ class CapacityLedger:
         """Earliest t from which the closed allocations stay at or under `limit` (>= 0)."""
         if self.peak <= limit:
             return 0
-        bsuf = self._bsuf
-        lo, hi = 0, len(bsuf)  # bsuf[lo] > limit; bsuf[hi] (past the end) counts as 0
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if bsuf[mid] > limit:
-                lo = mid
-            else:
-                hi = mid
-        b = lo  # the last block holding a value above the limit
-        isuf, lazy = self._isuf[b], self._lazy[b]
-        lo, hi = 0, len(isuf)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if isuf[mid] + lazy > limit:
-                lo = mid
-            else:
-                hi = mid
+        # both suffix maxima fall along their lists: bisect them negated (in C)
+        b = bisect_left(self._bsuf, -limit, key=neg) - 1  # the last block above the limit
+        lo = bisect_left(self._isuf[b], self._lazy[b] - limit, key=neg) - 1  # its last value
         times = self._times[b]
         return times[lo + 1] if lo + 1 < len(times) else self._bt[b + 1]
 
