@@ -487,11 +487,11 @@ def gap_section(d: dict) -> str:
 def gap_read_ahead_section(d: dict) -> str:
     rule = " ".join(f"{k}={v}" for k, v in d["rows"][0].get("read_ahead", {}).items())
     return (
-        f"**Another KV read-ahead rule** (`bench_gap.py --read-ahead {rule}`: a layer's "
-        "first KV tiles stream in during the previous layer's MLP at every context length; "
-        "a study of how close a schedule within L2 comes to the bound, not what `schedule` "
-        "makes: with it, not every policy's program finds contiguous room in L2, see "
-        "[What the model says](findings.md); columns as above)\n\n" + _gap_table(d)
+        f"**Another KV read-ahead rule** (`bench_gap.py --read-ahead {rule}`: the rule "
+        "before every layer streamed its first KV tiles in during the previous layer's MLP, "
+        "when a layer of more than two key tiles waited for its own attention input (tiles "
+        "in today's read order); a study, not what `schedule` makes, see [What the model "
+        "says](findings.md); columns as above)\n\n" + _gap_table(d)
     )
 
 
