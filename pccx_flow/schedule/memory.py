@@ -135,8 +135,9 @@ def kv_prefetch_edges(
     A ``kv_read`` has no inputs, so a list scheduler may place it at any time, and priority
     policies place long DMA reads early: the whole context of every layer would be
     resident at once. With these edges (per layer, tiles counted in *read order*: by
-    position, except that the last tile, which the scores and ·V read together with the new
-    row as one operand, is read second when there are three or more):
+    position, except that the last tile, when the scores and ·V read it together with the
+    new row as one operand, is read second when there are three or more; at a position
+    that fills its last tile the row is a tile of its own and the order is by position):
 
     - K tiles 0 and 1 and V tile 0 wait until the previous layer that reads KV has finished
       its attention (every reader of its last K and V tiles): they stream in during that
@@ -177,9 +178,14 @@ def kv_prefetch_edges(
     for n, a in graph.nodes(data=True):
         if a.get("kernel") == "kv_read":
             reads.setdefault((int(a["layer"]), a["params"]["kind"]), []).append(n)
+
+    def with_new_row(tile: Node) -> bool:  # its readers also read this step's K or V row
+        return any(graph.nodes[w]["kernel"] == "kv_write"
+                   for r in graph.successors(tile) for w in graph.predecessors(r))  # fmt: skip
+
     for nodes in reads.values():
         nodes.sort(key=lambda n: graph.nodes[n]["params"]["positions"][0])
-        if len(nodes) > 2:  # the tile read with the new row goes second (docstring)
+        if len(nodes) > 2 and with_new_row(nodes[-1]):  # read second (docstring)
             nodes.insert(1, nodes.pop())
     edges: list[tuple[Node, Node]] = []
 

@@ -481,6 +481,19 @@ def test_kv_reads_are_issued_just_ahead_of_use_the_tile_with_the_new_row_second(
     assert all(graph.nodes[s]["kernel"] == "attn_scores" for s in after[k[1]])
 
 
+def test_a_last_tile_read_without_the_new_row_keeps_its_place():
+    """At a position that fills its last tile (24 past rows in 8-key tiles) the new row is
+    read on its own, so the tiles go in position order: K tile 2 waits for tile 0's scores."""
+    profile = load_profile("v002-spec")
+    graph = build_decode_graph("tiny", position=24, tile_rows=8, profile=profile)
+    problem = problem_from_graph(graph, profile, memory=True)
+    _, k, _ = _layer_reads(graph, 4)
+    assert len(k) == 3 and not any(
+        w == "L04.attn.k_write" for r in graph.successors(k[2]) for w in graph.predecessors(r)
+    )
+    assert set(problem.preds[k[2]]) == set(graph.successors(k[0]))
+
+
 def test_a_study_may_keep_long_contexts_from_streaming_in_early():
     """`early_max_tiles` N (a study of the rule before every layer streamed early): a layer
     of more than N key tiles waits for its own attention input, V tile 0 for K tile 0."""
