@@ -67,9 +67,14 @@ class FakeBus:
         self.answer_timeout = answer_timeout
 
     def _transact(self, kind: str, offset: int, size: int) -> None:
-        done = threading.Event()
-        self.device._inbox.put((kind, offset, size, done))
-        if not done.wait(self.answer_timeout):
+        # the device releases this lock as its answer: a lock a thread hands over is the
+        # cheapest wake-up here (~13 µs a round trip against ~30 µs with an Event and a
+        # Queue, and a tiny step makes ~15,000 of them), and a fresh one per access means a
+        # late answer can never pass for the next one's
+        answered = threading.Lock()
+        answered.acquire()
+        self.device._inbox.put((kind, offset, size, answered))
+        if not answered.acquire(timeout=self.answer_timeout):
             raise DeviceGone(
                 f"device {self.device.device_path} did not answer a register"
                 f" {'write' if kind == 'w' else 'read'} at {offset:#x} within"
@@ -147,7 +152,7 @@ class FakeDevice:
         for p in registers.pages:
             for reg in regmap.PAGE_REGISTERS:
                 self._by_offset[registers.page_register(p, reg)] = (p, reg)
-        self._inbox: queue.Queue = queue.Queue()
+        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._fd = os.open(self.device_path, os.O_RDWR)
@@ -232,7 +237,7 @@ class FakeDevice:
             if self._silent:
                 continue  # a device that is gone never answers
             after = self._access(kind, offset, size)
-            answered.set()
+            answered.release()
             if after is not None:
                 after()
 
