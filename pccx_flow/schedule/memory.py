@@ -78,7 +78,12 @@ def decode_holds(
         op = attrs.get("op")
         if op == "MEMSET" or (op == "MEMCPY" and attrs.get("func") in HOST_OUTPUT_COPIES):
             continue
-        reads = [(s, {i["name"] for i in graph.nodes[s]["inputs"]}) for s in graph.successors(n)]
+        # the tensors each reader takes from n: on the edge (`GraphWriter.add` puts them
+        # there), else from the reader's inputs
+        reads = [
+            (s, d["tensors"] if "tensors" in d else {i["name"] for i in graph.nodes[s]["inputs"]})
+            for s, d in graph.succ[n].items()
+        ]
         by_readers: dict[tuple[Node, ...], dict[str, int]] = {}
         for t in attrs.get("outputs", ()):
             name = t["name"]
