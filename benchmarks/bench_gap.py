@@ -13,10 +13,11 @@ Makespans and tok/s are model estimates on the named profile, never measured on 
 
     python benchmarks/bench_gap.py                         # 0, 1023, 2047, 4095, 8191
     python benchmarks/bench_gap.py --positions 2047 --keep # add rows to the existing file
-    python benchmarks/bench_gap.py --read-ahead exp_lead=3 early_max_tiles=64 \
+    python benchmarks/bench_gap.py --read-ahead early_max_tiles=2 \
         --positions 2047 4095 8191 --policies heft dls lookahead critical-path
         # another KV read-ahead rule (`kv_prefetch_edges`' keywords), into gap_read_ahead.json:
-        # how far a schedule within L2 can come to the bound, not what `schedule` makes
+        # here the rule before every layer streamed its first tiles in early; a study, not
+        # what `schedule` makes
 
 Writes benchmarks/results/gap.json (after each position, so a long run keeps its rows).
 """

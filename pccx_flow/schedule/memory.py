@@ -206,9 +206,13 @@ def kv_prefetch_edges(
     for layer in kv_layers:
         last = [reads[(layer, kind)][-1] for kind in ("k", "v") if (layer, kind) in reads]
         done[layer] = sorted({r for n in last for r in after(n)}, key=str)
+
+    def streams_early(layer: int) -> bool:  # its first tiles come in during the last MLP
+        return early_max_tiles is None or len(reads.get((layer, "k"), ())) <= early_max_tiles
+
     anchor: dict[int, list[Node]] = {}
     for i, layer in enumerate(kv_layers):
-        if i and (early_max_tiles is None or len(reads.get((layer, "k"), ())) <= early_max_tiles):
+        if i and streams_early(layer):
             anchor[layer] = done[kv_layers[i - 1]]
         else:
             q0 = f"L{layer:02d}.attn.q_proj.h0"  # node ids are stable (graph.nodes)
@@ -227,9 +231,8 @@ def kv_prefetch_edges(
                 edges.extend((u, n) for u in sources if u != n)
             continue
         k_reads = reads.get((layer, "k"), [])
-        streams_early = early_max_tiles is None or len(k_reads) <= early_max_tiles
         for t, n in enumerate(nodes):
-            if t == 0 and streams_early:
+            if t == 0 and streams_early(layer):
                 sources = list(anchor[layer])
             else:
                 sources = after(nodes[t - 1]) if t >= 1 else []

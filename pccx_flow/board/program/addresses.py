@@ -310,15 +310,15 @@ class Addresses:
             addr = l2.alloc(words, low=low, dies=dies, later=later)
         if addr is None:
             where = "CVO window" if low else "L2"
-            limit = self.l2.reach_words if low else self.l2.total_words
-            live = self.l2.live_below(limit)
+            limit = l2.reach_words if low else l2.total_words
+            live = l2.live_below(limit)
             raise AllocationError(
                 f"does not fit: tensor {name} ({words * 16} B) for instruction {index} "
                 f"(node {node}) needs {words} words of {where} but only "
-                f"{self.l2.largest_hole(limit)} contiguous of {limit} are free"
-                f"{promised_note(self.l2.reserved)}; "
+                f"{l2.largest_hole(limit)} contiguous of {limit} are free"
+                f"{promised_note(l2.reserved)}; "
                 f"{(live + words) * 16} B would be live there (L2 peak so far "
-                f"{self.l2.peak_words * 16} B) of {limit * 16} B on {self.profile.name} "
+                f"{l2.peak_words * 16} B) of {limit * 16} B on {self.profile.name} "
                 "(the schedule's bytes fit, their placement does not: try another policy, "
                 "or a larger L2)"
             )
