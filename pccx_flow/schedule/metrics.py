@@ -244,8 +244,17 @@ def chain_bounds(
             for q in succs[n]:
                 d |= desc[q] | bit.get(q, 0)
             desc[n] = d
-        before = {n: -(-work(anc[n]) // count) for n in problem.order}
-        after = {n: -(-work(desc[n]) // count) for n in problem.order}
+        # to_user[n]: the least, over users above n, of the longest chain of least costs from
+        # that user's finish to n's start; from_user[m] likewise from m's finish down to a
+        # user's start (`_chains_around` proves both).
+        to_user, from_user = _chains_around(problem, bit, cost, preds, succs)
+        before = {
+            n: -(-work(anc[n]) // count) + (to_user[n] if anc[n] else 0) for n in problem.order
+        }
+        after = {
+            n: -(-work(desc[n]) // count) + (from_user[n] if desc[n] else 0)
+            for n in problem.order
+        }
         # The pool work between each node and its near ancestors, shared by the passes.
         # Only entries that can decide a start are kept. Induction on the pass order: every
         # m in reach[x] has start(x) >= finish(m) + gap(m, x). A farther ancestor m of n with
@@ -262,7 +271,10 @@ def chain_bounds(
                 continue
             row = []
             for m in reach[n]:
-                gap = -(-work(desc[m] & a) // count)
+                between = desc[m] & a
+                gap = -(-work(between) // count)
+                if between:  # the users' work, after m's head and before n's tail
+                    gap += from_user[m] + to_user[n]
                 if gap or m in direct:
                     row.append((m, gap))
             gaps[n] = row
@@ -270,7 +282,9 @@ def chain_bounds(
         best_end = [0] * len(variants)
         view = PoolView(users, anc, cost, count)
         late = [
-            _ForcedStarts(problem, forced, preds, finish, view) if with_forced and forced else None
+            _ForcedStarts(problem, forced, (preds, succs), finish, view)
+            if with_forced and forced
+            else None
             for (_, with_forced), finish in zip(variants, finishes, strict=True)
         ]
         for n in problem.order:
@@ -291,6 +305,57 @@ def chain_bounds(
         for (name, _), end in zip(variants, best_end, strict=True):
             out[f"{name}:{pool}"] = end
     return out
+
+
+def _chains_around(
+    problem: SchedulingProblem, users: Mapping[Node, int], cost: Mapping[Node, int], preds, succs
+) -> tuple[dict[Node, int], dict[Node, int]]:
+    """Per node n, ``to_user[n]``: a lower bound, over every pool user u above n, of the
+    longest chain of least costs from u's finish to n's start; ``from_user[n]`` likewise
+    from n's finish to the start of any user below n (0 where there is none).
+
+    Claim: ``to_user[n] = min over inputs p of (0 if p is a user, else to_user[p] +
+    cost(p))``, over inputs with a user above them. Proof by induction on the pass order:
+    a user u above n reaches it through some input p; if p is a user the bound 0 holds;
+    otherwise u is above p and the chain u -> p -> n is at least to_user[p] + cost(p).
+    `from_user` is the mirror image over the outputs.
+
+    Why `chain_bounds` adds them: the users between m and n run k at a time after m's
+    finish plus ``from_user[m]`` (each is below m), and n starts after the last of them
+    finished plus ``to_user[n]`` (it is above n). On a decode step these are the host and
+    SFU chains around a block's weight streams (the norms after the O projection and before
+    the FFN gate: ~63 k cycles at position 1023 on v002-spec) that the work term alone,
+    all weight bytes over two ports, does not count.
+    """
+    to_user: dict[Node, int] = {}
+    reached: set[Node] = set()  # nodes with a user above them
+    for n in problem.order:
+        best = None
+        for p in preds[n]:
+            if p in users:
+                best = 0
+                break
+            if p in reached:
+                t = to_user[p] + cost[p]
+                best = t if best is None or t < best else best
+        if best is not None:
+            reached.add(n)
+        to_user[n] = best or 0
+    from_user: dict[Node, int] = {}
+    reached = set()
+    for n in reversed(problem.order):
+        best = None
+        for q in succs[n]:
+            if q in users:
+                best = 0
+                break
+            if q in reached:
+                t = from_user[q] + cost[q]
+                best = t if best is None or t < best else best
+        if best is not None:
+            reached.add(n)
+        from_user[n] = best or 0
+    return to_user, from_user
 
 
 @dataclass(frozen=True)
@@ -398,6 +463,9 @@ _NO_PARTIAL: dict[int, int] = {}  # shared by the many nodes below no partly rea
 # How many of the latest pool users among a hold's readers' ancestors the release-time
 # gate of `_ForcedStarts` looks at (a layer's Q projections: 8 heads on E4B).
 RELEASE_USERS = 64
+# How many of those users get their own chain to the readers (`_ForcedStarts._chains_to`);
+# the rest count only a reader's cost after them.
+TAIL_USERS = 16
 
 
 @dataclass(frozen=True)
@@ -427,15 +495,23 @@ class _ForcedStarts:
     and their lane time at most the knapsack's early work. Every other source starts at F
     or later, and those carry at least W_late of lane time on k lanes, so the last of them
     finishes no earlier than F + ceil(W_late / k); each is an ancestor of n, so n starts
-    after it.
+    after it. More: unless n reads a source of G itself, every path from a source s to n
+    runs through one of s's readers (a source's data successors read it), so n starts at
+    least ``min_s min_r cost(r)`` after the last source finished: the bound adds that
+    (``reader_floor``; a layer's scores or ·V GEMV on a decode step).
 
     t_f is the least, over G's holds, of a lower bound of when the hold is freed: the
     moment all of its readers R finished. That is at least the largest finish (from this
-    pass) of a reader, and at least ``tau + ceil(W / k_P) + min cost(R)`` for a pool P of
-    k_P instances and a set U of P's users that are ancestors of some reader, each starting
-    at tau or later (this pass) with W their least work: they run k_P at a time after tau,
-    the last of them finishes no earlier than tau + ceil(W / k_P), and a reader it precedes
-    finishes at least that reader's cost later. U is taken among the latest
+    pass) of a reader, and at least ``tau + ceil(W / k_P) + min_{u in U} D(u)`` for a pool P
+    of k_P instances and a set U of P's users that are ancestors of some reader, each
+    starting at tau or later (this pass) with W their least work, D(u) the longest chain of
+    least costs from u's finish to the finish of a reader of R below u: they run k_P at a
+    time after tau, the last of them, u*, finishes no earlier than tau + ceil(W / k_P), and
+    the hold is freed only once every reader below u* finished, D(u*) or more later. D(u)
+    is computed (`_chains_to`) for the latest `TAIL_USERS` users; for the others the least
+    cost of a reader stands in for it (a reader below u ends every such chain). On a
+    decode step D is a head's Q norm and RoPE on the host and SFU plus its scores: the
+    time between the last Q projection and the first freed tile. U is taken among the latest
     `RELEASE_USERS` users in pass order (any U gives a bound; these give the best on a
     decode step: a KV tile is freed only once all heads' Q projections ran and its scores
     after them). The term is applied at a node once every reader precedes it in the pass
@@ -443,9 +519,17 @@ class _ForcedStarts:
     pass itself.
     """
 
-    def __init__(self, problem: SchedulingProblem, groups, preds, finish, pool: PoolView) -> None:
-        self.preds, self.finish, self.groups, self.index = preds, finish, groups, problem.index
-        self.min_cost, self.pool = problem.min_cost, pool
+    def __init__(
+        self, problem: SchedulingProblem, groups, precedence, finish, pool: PoolView
+    ) -> None:
+        self.preds, self.succs = precedence
+        self.finish, self.groups, self.index = finish, groups, problem.index
+        self.min_cost, self.pool, self.order = problem.min_cost, pool, problem.order
+        # the least cost of a reader of any source of each group (class docstring)
+        self.reader_floor = [
+            min((self.min_cost(r) for n in g.sources for r in self.succs[n]), default=0)
+            for g in groups
+        ]
         # Which sources of which group are ancestors of a node: per group a bit per source
         # (local to the group), only while the group is partly covered; a fully covered
         # group moves to `covered`. Groups are a layer's KV reads, so partial sets live
@@ -464,34 +548,86 @@ class _ForcedStarts:
         self.applied: dict[Node, frozenset] = {}  # groups whose start a node inherits
 
     def freed_at_least(self, i: int) -> int:
-        """t_f of group `i` (class docstring); all of its readers are final in the pass."""
+        """t_f of group `i` (class docstring); all of its readers are final in the pass.
+
+        The least over the group's holds: each hold is first bounded with the least reader
+        cost in place of D (cheap), then, in that order, with D for the latest users, until
+        the cheap bound of the next hold is no lower than the best found (D >= that cost,
+        so no later hold can go lower)."""
         t_f = self.t_f[i]
         if t_f is not None:
             return t_f
-        finish, pool = self.finish, self.pool
-        for readers in self.groups[i].holds:
-            freed = max(finish[r] for r in readers)
-            mask = 0
-            for r in readers:
-                mask |= pool.anc[r]
-            after = min(self.min_cost(r) for r in readers)
-            tau, work = None, 0
-            for _ in range(RELEASE_USERS):
-                if not mask:
-                    break
-                j = mask.bit_length() - 1
-                mask ^= 1 << j
-                u = pool.users[j]
-                start = finish[u] - pool.cost[u]
-                tau = start if tau is None or start < tau else tau
-                work += pool.cost[u]
-                t = tau + -(-work // pool.count) + after
-                if t > freed:
-                    freed = t
-            if t_f is None or freed < t_f:
-                t_f = freed
-        self.t_f[i] = t_f = t_f or 0
+        holds = self.groups[i].holds
+        cheap = sorted((self._freed(readers, None), k) for k, readers in enumerate(holds))
+        best = None
+        for low, k in cheap:
+            if best is not None and low >= best:
+                break
+            freed = self._freed(holds[k], self._chains_to(holds[k]))
+            best = freed if best is None or freed < best else best
+        self.t_f[i] = t_f = best or 0
         return t_f
+
+    def _freed(self, readers: tuple, chains: dict | None) -> int:
+        """A lower bound of when the hold read by `readers` is freed (class docstring);
+        `chains` maps users to D (None: the least reader cost for every user)."""
+        finish, pool = self.finish, self.pool
+        freed = max(finish[r] for r in readers)
+        mask = 0
+        for r in readers:
+            mask |= pool.anc[r]
+        floor = min(self.min_cost(r) for r in readers)
+        tail = None  # the least D over the users taken so far
+        tau, work = None, 0
+        for _ in range(RELEASE_USERS):
+            if not mask:
+                break
+            j = mask.bit_length() - 1
+            mask ^= 1 << j
+            u = pool.users[j]
+            start = finish[u] - pool.cost[u]
+            tau = start if tau is None or start < tau else tau
+            work += pool.cost[u]
+            d = chains.get(u, floor) if chains is not None else floor
+            tail = d if tail is None or d < tail else tail
+            t = tau + -(-work // pool.count) + tail
+            if t > freed:
+                freed = t
+        return freed
+
+    def _chains_to(self, readers: tuple) -> dict:
+        """D(u) for the latest `TAIL_USERS` pool users among the readers' ancestors: the
+        longest chain of least costs from u's finish to the finish of a reader below u.
+
+        One backward pass over the nodes between the earliest of those users and the last
+        reader in pass order (a node after the last reader reaches none of them)."""
+        pool, index, succs = self.pool, self.index, self.succs
+        mask = 0
+        for r in readers:
+            mask |= pool.anc[r]
+        users = []
+        while mask and len(users) < TAIL_USERS:
+            j = mask.bit_length() - 1
+            mask ^= 1 << j
+            users.append(pool.users[j])
+        if not users:
+            return {}
+        last = max(index[r] for r in readers)
+        first = min(index[u] for u in users)
+        reader_set = set(readers)
+        reach: dict[Node, int] = {}  # longest chain from a node's start to a reader's finish
+        for x in reversed(self.order[first : last + 1]):
+            below = max((reach[q] for q in succs[x] if q in reach), default=None)
+            if x in reader_set:
+                below = 0 if below is None or below < 0 else below
+            if below is not None:
+                reach[x] = self.min_cost(x) + below
+        out = {}
+        for u in users:
+            d = max((reach[q] for q in succs[u] if q in reach), default=None)
+            if d is not None:
+                out[u] = d
+        return out
 
     def start_at_least(self, n: Node) -> int:
         """The largest forced start of `n` (0 if none); call once per node, in order."""
@@ -522,6 +658,8 @@ class _ForcedStarts:
                     continue
                 g = self.groups[i]
                 t = self.freed_at_least(i) + -(-g.late_work // g.lanes)
+                if not any(p in g.sources for p in preds):  # n reads no source itself
+                    t += self.reader_floor[i]
                 if t > best:
                     best = t
                 added.append(i)

@@ -266,6 +266,48 @@ def test_pool_chain_sees_fan_out_and_fan_in_with_enough_hops():
     assert run_policy(problem, policy="critical-path").makespan == 46
 
 
+def chains_example(into: bool) -> SchedulingProblem:
+    """Two port users (10 cycles, one port) each with its own host chain (7 cycles, two
+    host lanes) into a third user n, or (`into` False) n first and the chains out of it."""
+    g = nx.DiGraph()
+    for i in (1, 2):
+        g.add_edges_from([(f"u{i}", f"h{i}"), (f"h{i}", "n")] if into
+                         else [("n", f"h{i}"), (f"h{i}", f"u{i}")])  # fmt: skip
+    lanes = [Lane("g0", "gemv"), Lane("c0", "host"), Lane("c1", "host")]
+    costs = {n: {"g0": 10} for n in ("u1", "u2", "n")}
+    costs |= {h: {"c0": 7, "c1": 7} for h in ("h1", "h2")}
+    users = {n: ("port",) for n in ("u1", "u2", "n")}
+    return SchedulingProblem(g, lanes, costs, resources=users, pools={"port": 1})
+
+
+def test_pool_chain_adds_the_chain_after_the_last_user_and_before_the_first():
+    """Into n: whichever of u1, u2 streams last (finishing at 20 or later), its host chain
+    (7) still runs before n: 20 + 7 + 10 = 37, a schedule's length; the work term alone
+    gave 20 + 10. Out of n the mirror image: n, a chain, then 20 of work: 37."""
+    from pccx_flow.schedule.metrics import _chains_around
+
+    for into in (True, False):
+        problem = chains_example(into)
+        assert pool_chain_bounds(problem) == {"pool_chain:port": 37}
+        best = min(run_policy(problem, policy=p).makespan for p in BUILTIN_POLICIES)
+        assert best == 37
+    problem = chains_example(True)
+    users = {n: 1 for n in ("u1", "u2", "n")}
+    cost = {n: problem.min_cost(n) for n in problem.order}
+    to_user, from_user = _chains_around(problem, users, cost, problem.preds, problem.succs)
+    assert (to_user["n"], to_user["h1"], to_user["u1"]) == (7, 0, 0)
+    assert (from_user["u1"], from_user["h1"], from_user["n"]) == (7, 0, 0)
+    # a user reached by two chains counts the shorter
+    g = nx.DiGraph([("u", "a"), ("a", "b"), ("u", "c"), ("b", "n"), ("c", "n")])
+    lanes = [Lane("g0", "gemv"), Lane("c0", "host")]
+    costs = {"u": {"g0": 1}, "n": {"g0": 1}, "a": {"c0": 2}, "b": {"c0": 3}, "c": {"c0": 4}}
+    p = SchedulingProblem(g, lanes, costs, resources={"u": ("port",), "n": ("port",)},
+                          pools={"port": 1})  # fmt: skip
+    cost = {n: p.min_cost(n) for n in p.order}
+    to_user, from_user = _chains_around(p, {"u": 1, "n": 1}, cost, p.preds, p.succs)
+    assert to_user["n"] == 4 and from_user["u"] == 4  # u -> c -> n, not u -> a -> b -> n (5)
+
+
 def test_critical_path_says_when_lane_and_pool_both_bind():
     problem, schedule = make(
         [],
@@ -353,11 +395,12 @@ def capacity_example(capacity: int) -> SchedulingProblem:
 def test_capacity_chain_counts_the_reads_the_capacity_cannot_hold_ahead():
     """Two of the four reads can be resident when the first read can be freed (11: a read
     takes 10 cycles, its reader 1 more): the other two, 20 cycles on the one DMA lane,
-    start after, so n starts at 31 or later and ends at 34 or later; pool_chain alone sees
-    the chain q -> r -> n (5 + 1 + 3) and the reads (10 + 1 + 3)."""
+    start after, so the last ends at 31 or later, its reader (1) runs before n, and n ends
+    at 35 or later; pool_chain alone sees the chain q -> r -> n (5 + 1 + 3) and the reads
+    (10 + 1 + 3)."""
     problem = capacity_example(2)
     assert pool_chain_bounds(problem) == {"pool_chain:p": 14}
-    assert pool_chain_bounds(problem, capacity=True) == {"capacity_chain:p": 34}
+    assert pool_chain_bounds(problem, capacity=True) == {"capacity_chain:p": 35}
     # room for all four: nothing is forced after the gate
     assert pool_chain_bounds(capacity_example(4), capacity=True) == {"capacity_chain:p": 14}
     # a valid schedule by hand: two reads, their readers, then the next two as room frees
@@ -379,7 +422,8 @@ def test_a_read_is_freed_only_after_every_head_it_feeds_was_projected():
     """Two 1-byte tiles, room for one. Each tile's readers need all four heads, projected
     through a pool of two instances (10 cycles each, after a 1-cycle gate): the first tile
     cannot be freed before 1 + 40 / 2 + 1 = 22, so the second tile's read ends at 32 or
-    later and n (1 cycle) at 33 or later. Reader starts alone give only 11 + 10 + 1."""
+    later, one of its readers (1) runs after it and n (1 cycle) ends at 34 or later: the
+    best schedule's length. Reader starts alone give only 11 + 10 + 1."""
     g = nx.DiGraph()
     heads, tiles = range(4), range(2)
     for h in heads:
@@ -397,7 +441,7 @@ def test_a_read_is_freed_only_after_every_head_it_feeds_was_projected():
     holds = {f"s{t}": [(tuple(f"r{t}{h}" for h in heads), {"l2": 1})] for t in tiles}
     problem = SchedulingProblem(g, lanes, costs, resources={f"h{h}": ("p",) for h in heads},
                                 pools={"p": 2}, capacities={"l2": 1}, holds=holds)  # fmt: skip
-    assert pool_chain_bounds(problem, capacity=True) == {"capacity_chain:p": 33}
+    assert pool_chain_bounds(problem, capacity=True) == {"capacity_chain:p": 34}
     # the best schedule by hand ends at 34
     rows = {"gate": ("x0", 0, 1), "s0": ("dma0", 0, 10), "s1": ("dma0", 22, 32),
             "h0": ("w0", 1, 11), "h1": ("w1", 1, 11), "h2": ("w0", 11, 21),
