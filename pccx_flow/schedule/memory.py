@@ -130,6 +130,18 @@ def decode_demands(graph: nx.DiGraph, capacities: dict[str, int]) -> dict[Node, 
 EXP_LEAD = 3
 
 
+# In a layer of at most this many key tiles (E4B below 2,048 tokens), V tile t waits for
+# the scores of K tile t-1, not t. With two tiles V tile 1 is the only tile not streamed in
+# early, so it waits for the first tile L2 frees: K tile 0's, whose scores need only the Q
+# projections, where tile 1's also need the new K row (the K projection, its norm and
+# RoPE). Waiting for tile 1 put those on the path to V tile 1's 52 k-cycle read, and the
+# weight ports idled behind it: heft and critical-path within L2 at position 1023 went from
+# 3.07 % to 2.80 % over the largest bound on v002-spec (4.56 % to 4.09 % on v002-as-built).
+# With more tiles the same rule shortened the step too (2.86 % for both at 4095, 2.58 % at
+# 8191 on v002-spec) but at 2047 their programs no longer fit L2's holes (a 512 KiB K tile).
+V_AFTER_EARLIER_K_MAX_TILES = 2
+
+
 def kv_prefetch_edges(
     graph: nx.DiGraph,
     exp_lead: int = EXP_LEAD,
@@ -159,7 +171,8 @@ def kv_prefetch_edges(
       exponentials (`EXP_LEAD`);
     - V tile t >= 1 waits for every reader of K tile t (the scores of that tile are done:
       with the key-split softmax of `graph.blocks_attention`, its ·V can start right away)
-      and for every reader of V tile t-1 (single buffering).
+      and for every reader of V tile t-1 (single buffering). In a layer of at most
+      `V_AFTER_EARLIER_K_MAX_TILES` key tiles it waits for K tile t-1 instead (see there).
 
     So, whatever the policy, a layer holds at most two K tiles and one V tile, and the next
     layer's first two K tiles and first V tile once this layer's attention is done.
@@ -236,8 +249,11 @@ def kv_prefetch_edges(
                 sources = list(anchor[layer])
             else:
                 sources = after(nodes[t - 1]) if t >= 1 else []
-                if t < len(k_reads):
-                    sources += after(k_reads[t])
+                # the K tile whose scores it waits for (docstring): t, or t - 1 in a layer
+                # of few key tiles
+                k = t - 1 if t >= 1 and len(k_reads) <= V_AFTER_EARLIER_K_MAX_TILES else t
+                if k < len(k_reads):
+                    sources += after(k_reads[k])
             edges.extend((u, n) for u in sources if u != n)
     return edges
 
