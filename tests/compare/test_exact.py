@@ -175,6 +175,28 @@ def test_capacity_chain_never_exceeds_the_optimum_behind_pool_work(problem):
         assert bound <= opt, (name, bound, opt)
 
 
+def test_a_node_of_no_time_may_sit_inside_another_nodes_slot():
+    """The validator lets a 0-cycle node start inside another node's slot on its lane;
+    CP-SAT's NoOverlap did not, and called 6 optimal where heft's valid schedule took 5
+    (z on c1 inside y's 3..5; found by the phases-with-chains property below)."""
+    import networkx as nx
+
+    from pccx_flow.schedule.model import Lane
+    from pccx_flow.schedule.problem import SchedulingProblem
+
+    g = nx.DiGraph([("s", "u0"), ("u0", "u1"), ("u1", "u2"), ("u1", "u3"), ("u2", "z"),
+                    ("u3", "y"), ("z", "w"), ("w", "end"), ("y", "end")])  # fmt: skip
+    lanes = [Lane("g0", "gemv"), Lane("g1", "gemv"), Lane("c0", "host"), Lane("c1", "host")]
+    costs = {u: {"g0": 1, "g1": 1} for u in ("u0", "u1", "u2", "u3")}
+    costs |= {"s": {"c0": 0}, "end": {"c0": 0}, "z": {"c0": 1, "c1": 0},
+              "w": {"c0": 1, "c1": 1}, "y": {"c0": 3, "c1": 2}}  # fmt: skip
+    problem = SchedulingProblem(g, lanes, costs, pools={"port": 1},
+                                resources={u: ("port",) for u in ("u0", "u1", "u2", "u3")})
+    res = solve_exact(problem, seconds=20)
+    assert (res["status"], res["makespan"]) == ("optimal", 5)
+    assert run_policy(problem, policy="heft").makespan == 5
+
+
 @st.composite
 def phases_with_chains(draw):
     """Phases of pool users (a block's weight streams) joined by host chains of random
