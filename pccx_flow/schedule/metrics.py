@@ -169,6 +169,36 @@ def pool_chain_bounds(
     return chain_bounds(problem, hops, plain=not capacity, capacity=capacity)
 
 
+def chain_resources(problem: SchedulingProblem) -> list[tuple[str, int, list[Node]]]:
+    """``(name, instances, users in pass order)`` of each resource `chain_bounds` walks: every
+    pool, and each lane class whose own work bound (`problem_bounds`' ``lane_class:C``) is at
+    least every pool's (every class when there is no pool), as ``C_lanes``.
+
+    A lane class of k lanes is a resource like a pool of k instances for the nodes that can
+    run nowhere else (they hold one of its lanes while they run), so the chain argument
+    holds for it unchanged. On `v002-as-built` the two GEMV lanes are also the two weight
+    ports' lanes, and the attention GEMVs (scores, ·V) queue on them between the weight
+    streams: the ports' chain misses that work, the lanes' counts it. Classes whose work is
+    below a pool's are left out: their chain has not exceeded the pool's on a decode step,
+    and each resource is a full pass (the costly part of the bounds at long contexts).
+    """
+    out = []
+    for pool, count in problem.pools.items():
+        out.append((pool, count, [n for n in problem.order if pool in problem.resources[n]]))
+    pool_work = max(
+        (sum(problem.min_cost(n) for n in users) / count for _, count, users in out if count),
+        default=0,
+    )
+    by_class: dict[str, set[str]] = defaultdict(set)
+    for lane in problem.lanes:
+        by_class[lane.lane_class].add(lane.name)
+    for cls, lanes in sorted(by_class.items()):
+        users = [n for n in problem.order if problem.costs[n].keys() <= lanes]
+        if users and sum(problem.min_cost(n) for n in users) / len(lanes) >= pool_work:
+            out.append((f"{cls}_lanes", len(lanes), users))
+    return out
+
+
 def chain_bounds(
     problem: SchedulingProblem,
     hops: int = POOL_CHAIN_HOPS,
@@ -214,8 +244,7 @@ def chain_bounds(
                 break
             seen |= frontier
         reach[n] = tuple(seen)
-    for pool, count in problem.pools.items():
-        users = [n for n in problem.order if pool in problem.resources[n]]
+    for pool, count, users in chain_resources(problem):
         if not users or count < 1:
             continue
         bit = {n: 1 << i for i, n in enumerate(users)}
@@ -599,8 +628,8 @@ class _ForcedStarts:
         """D(u) for the latest `TAIL_USERS` pool users among the readers' ancestors: the
         longest chain of least costs from u's finish to the finish of a reader below u.
 
-        One backward pass over the nodes between the earliest of those users and the last
-        reader in pass order (a node after the last reader reaches none of them)."""
+        One backward pass, in pass order, over the readers' ancestors from the earliest of
+        those users on (an earlier node is no such user's descendant)."""
         pool, index, succs = self.pool, self.index, self.succs
         mask = 0
         for r in readers:
@@ -612,11 +641,18 @@ class _ForcedStarts:
             users.append(pool.users[j])
         if not users:
             return {}
-        last = max(index[r] for r in readers)
         first = min(index[u] for u in users)
         reader_set = set(readers)
+        between = set(readers)  # the readers' ancestors from `first` on
+        stack = list(readers)
+        preds = self.preds
+        while stack:
+            for p in preds[stack.pop()]:
+                if p not in between and index[p] >= first:
+                    between.add(p)
+                    stack.append(p)
         reach: dict[Node, int] = {}  # longest chain from a node's start to a reader's finish
-        for x in reversed(self.order[first : last + 1]):
+        for x in sorted(between, key=index.__getitem__, reverse=True):
             below = max((reach[q] for q in succs[x] if q in reach), default=None)
             if x in reader_set:
                 below = 0 if below is None or below < 0 else below

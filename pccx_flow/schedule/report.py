@@ -161,22 +161,25 @@ def format_policy_list(rows: list[tuple[str, str, str]], default: str) -> str:
 
 
 def gap_split_lines(bounds: dict[str, int], span: int) -> list[str]:
-    """How the makespan's gap to each pool's work bound splits: the idle time `pool_chain`
-    proves every schedule must leave in that pool (chains of other work between its users),
+    """How the makespan's gap to each pool's work bound (and each lane class's that has
+    chain bounds) splits: the idle time `pool_chain` proves every schedule must leave in
+    that resource (chains of other work between its users),
     the further idle time `capacity_chain` proves (reads L2 cannot hold ahead of use), and
     the rest, which no bound explains (the policy's choices)."""
     out = []
     for name, work in sorted(bounds.items()):
-        if not name.startswith("pool:") or not work:
+        kind, _, what = name.partition(":")
+        if kind not in ("pool", "lane_class") or not work:
             continue
-        pool = name.partition(":")[2]
+        # a lane class's chains are named after it as a resource (`metrics.chain_resources`)
+        pool = what if kind == "pool" else f"{what}_lanes"
         chain = bounds.get(f"pool_chain:{pool}")
         if chain is None or span <= work:
             continue
         forced = max(0, min(chain, span) - work)
         capacity = max(0, min(bounds.get(f"capacity_chain:{pool}", 0), span) - max(work, chain))
         free = span - max(work, chain) - capacity
-        out.append(f"  gap to pool:{pool} {span - work:,} cycles = {forced:,} forced idle")
+        out.append(f"  gap to {name} {span - work:,} cycles = {forced:,} forced idle")
         if capacity:
             out.append(f"    (pool_chain proves it) + {capacity:,} forced by L2 capacity")
             out.append(f"    (capacity_chain proves it) + {max(free, 0):,} no bound explains")

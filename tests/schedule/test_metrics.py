@@ -243,7 +243,7 @@ def test_pool_chain_bound_by_hand():
     # idle while h runs: 8/2 before it, 10 for h, 12/2 after it = 20 (optimum here is 22).
     assert problem_bounds(problem)["pool:port"] == 10
     assert min_cost_critical_path(problem) == 18
-    assert pool_chain_bounds(problem) == {"pool_chain:port": 20}
+    assert pool_chain_bounds(problem)["pool_chain:port"] == 20
     for policy in BUILTIN_POLICIES:
         assert run_policy(problem, policy=policy).makespan >= 20
 
@@ -262,7 +262,7 @@ def test_pool_chain_sees_fan_out_and_fan_in_with_enough_hops():
         g, lanes, costs, resources={n: ("port",) for n in first + second}, pools={"port": 1}
     )
     # one port: 3 + 20 + 3 + 20 = 46 for any schedule, and the bound finds it
-    assert pool_chain_bounds(problem, hops=2) == {"pool_chain:port": 46}
+    assert pool_chain_bounds(problem, hops=2)["pool_chain:port"] == 46
     assert run_policy(problem, policy="critical-path").makespan == 46
 
 
@@ -288,7 +288,7 @@ def test_pool_chain_adds_the_chain_after_the_last_user_and_before_the_first():
 
     for into in (True, False):
         problem = chains_example(into)
-        assert pool_chain_bounds(problem) == {"pool_chain:port": 37}
+        assert pool_chain_bounds(problem)["pool_chain:port"] == 37
         best = min(run_policy(problem, policy=p).makespan for p in BUILTIN_POLICIES)
         assert best == 37
     problem = chains_example(True)
@@ -306,6 +306,27 @@ def test_pool_chain_adds_the_chain_after_the_last_user_and_before_the_first():
     cost = {n: p.min_cost(n) for n in p.order}
     to_user, from_user = _chains_around(p, {"u": 1, "n": 1}, cost, p.preds, p.succs)
     assert to_user["n"] == 4 and from_user["u"] == 4  # u -> c -> n, not u -> a -> b -> n (5)
+
+
+def test_a_lane_class_is_a_resource_when_its_work_is_as_large_as_the_pools():
+    """Two GEMV lanes that are also the two ports' lanes (as on v002-as-built): four weight
+    streams and two attention GEMVs (no port) into a fifth stream n. The ports see 40 / 2
+    before n, 30 in all; the lanes see 60 / 2 before n, 40: the best schedule's length."""
+    from pccx_flow.schedule.metrics import chain_resources
+
+    g = nx.DiGraph([(a, "n") for a in ("p1", "p2", "p3", "p4", "a1", "a2")])
+    lanes = [Lane("g0", "gemv"), Lane("g1", "gemv"), Lane("c0", "host")]
+    costs = {n: {"g0": 10, "g1": 10} for n in g}
+    users = {n: ("port",) for n in ("p1", "p2", "p3", "p4", "n")}
+    problem = SchedulingProblem(g, lanes, costs, resources=users, pools={"port": 2})
+    assert [(name, k, len(u)) for name, k, u in chain_resources(problem)] == [
+        ("port", 2, 5), ("gemv_lanes", 2, 7)
+    ]
+    bounds = pool_chain_bounds(problem)
+    assert bounds == {"pool_chain:port": 30, "pool_chain:gemv_lanes": 40}
+    assert min(run_policy(problem, policy=p).makespan for p in BUILTIN_POLICIES) == 40
+    # a class with less work than the pool is not walked (the host lane here has none)
+    assert "pool_chain:host_lanes" not in bounds
 
 
 def test_critical_path_says_when_lane_and_pool_both_bind():
@@ -399,10 +420,16 @@ def test_capacity_chain_counts_the_reads_the_capacity_cannot_hold_ahead():
     at 35 or later; pool_chain alone sees the chain q -> r -> n (5 + 1 + 3) and the reads
     (10 + 1 + 3)."""
     problem = capacity_example(2)
-    assert pool_chain_bounds(problem) == {"pool_chain:p": 14}
-    assert pool_chain_bounds(problem, capacity=True) == {"capacity_chain:p": 35}
+    assert pool_chain_bounds(problem)["pool_chain:p"] == 14
+    assert pool_chain_bounds(problem, capacity=True)["capacity_chain:p"] == 35
     # room for all four: nothing is forced after the gate
-    assert pool_chain_bounds(capacity_example(4), capacity=True) == {"capacity_chain:p": 14}
+    assert pool_chain_bounds(capacity_example(4), capacity=True)["capacity_chain:p"] == 14
+    # the DMA lane as a resource: four reads in a row, then a reader and n, 40 + 1 + 3
+    # (the schedule below is that long)
+    for capacity in (2, 4):
+        assert pool_chain_bounds(capacity_example(capacity), capacity=True)[
+            "capacity_chain:dma_lanes"
+        ] == 44
     # a valid schedule by hand: two reads, their readers, then the next two as room frees
     rows = {"s0": ("dma0", 0, 10), "s1": ("dma0", 10, 20), "s2": ("dma0", 20, 30),
             "s3": ("dma0", 30, 40), "q": ("x0", 0, 5), "r0": ("x0", 10, 11),
@@ -441,7 +468,7 @@ def test_a_read_is_freed_only_after_every_head_it_feeds_was_projected():
     holds = {f"s{t}": [(tuple(f"r{t}{h}" for h in heads), {"l2": 1})] for t in tiles}
     problem = SchedulingProblem(g, lanes, costs, resources={f"h{h}": ("p",) for h in heads},
                                 pools={"p": 2}, capacities={"l2": 1}, holds=holds)  # fmt: skip
-    assert pool_chain_bounds(problem, capacity=True) == {"capacity_chain:p": 34}
+    assert pool_chain_bounds(problem, capacity=True)["capacity_chain:p"] == 34
     # the best schedule by hand ends at 34
     rows = {"gate": ("x0", 0, 1), "s0": ("dma0", 0, 10), "s1": ("dma0", 22, 32),
             "h0": ("w0", 1, 11), "h1": ("w1", 1, 11), "h2": ("w0", 11, 21),
