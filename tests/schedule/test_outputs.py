@@ -108,6 +108,12 @@ def test_the_gap_to_the_pool_bound_splits_into_proven_idle_and_the_rest():
         "    (pool_chain proves it) + 40 forced by L2 capacity",
         "    (capacity_chain proves it) + 30 no bound explains",
     ]
+    # a lane class walked as a resource splits the gap to its own work bound
+    lanes = {"lane_class:g": 120, "pool_chain:g_lanes": 150, "pool:p": 100}
+    assert gap_split_lines(lanes, 200) == [
+        "  gap to lane_class:g 80 cycles = 30 forced idle",
+        "    (pool_chain proves it) + 50 no bound explains (policy, L2)",
+    ]
 
 
 def test_size_line_counts_the_graphs_edges_as_check_does_and_the_l2_ones_apart():
