@@ -529,8 +529,8 @@ EXACT_HOLDS = 16
 @dataclass(frozen=True)
 class PoolView:
     """What the release-time gate of `_ForcedStarts` needs of one pool's pass: its users
-    in pass order, each node's users among its ancestors as a bit mask over them, the
-    users' least costs, and the pool's instances."""
+    in pass order, each node's users among its ancestors as a bit mask over them, every
+    node's least cost, and the pool's instances."""
 
     users: list
     anc: dict
@@ -582,12 +582,13 @@ class _ForcedStarts:
     ) -> None:
         self.preds, self.succs = precedence
         self.finish, self.groups, self.index = finish, groups, problem.index
-        self.min_cost, self.pool, self.order = problem.min_cost, pool, problem.order
+        self.pool, self.order = pool, problem.order
         # the least cost of a reader of any source of each group (class docstring)
         self.reader_floor = [
-            min((self.min_cost(r) for n in g.sources for r in self.succs[n]), default=0)
+            min((pool.cost[r] for n in g.sources for r in self.succs[n]), default=0)
             for g in groups
         ]
+        self._latest: dict[tuple, list[Node]] = {}  # `_latest_users` per reader set
         # Which sources of which group are ancestors of a node: per group a bit per source
         # (local to the group), only while the group is partly covered; a fully covered
         # group moves to `covered`. Groups are a layer's KV reads, so partial sets live
@@ -629,24 +630,27 @@ class _ForcedStarts:
         return t_f
 
     def _latest_users(self, readers: tuple, count: int) -> list[Node]:
-        """The latest `count` pool users (pass order) among the readers' ancestors."""
-        pool = self.pool
-        mask = 0
-        for r in readers:
-            mask |= pool.anc[r]
-        out = []
-        while mask and len(out) < count:
-            j = mask.bit_length() - 1
-            mask ^= 1 << j
-            out.append(pool.users[j])
-        return out
+        """The latest `count` (at most `RELEASE_USERS`) pool users, in pass order from the
+        last, among the readers' ancestors; kept per reader set (asked for several times)."""
+        out = self._latest.get(readers)
+        if out is None:
+            pool = self.pool
+            mask = 0
+            for r in readers:
+                mask |= pool.anc[r]
+            out = self._latest[readers] = []
+            while mask and len(out) < RELEASE_USERS:
+                j = mask.bit_length() - 1
+                mask ^= 1 << j
+                out.append(pool.users[j])
+        return out[:count]
 
     def _freed(self, readers: tuple, chains: dict) -> int:
         """A lower bound of when the hold read by `readers` is freed (class docstring);
         `chains` maps users to a lower bound of D (absent: the least reader cost)."""
         finish, pool = self.finish, self.pool
         freed = max(finish[r] for r in readers)
-        floor = min(self.min_cost(r) for r in readers)
+        floor = min(pool.cost[r] for r in readers)
         tail = None  # the least D over the users taken so far
         tau, work = None, 0
         for u in self._latest_users(readers, RELEASE_USERS):
@@ -670,7 +674,7 @@ class _ForcedStarts:
         reader); on a decode step the two mostly agree, a head's one chain of Q norm, RoPE
         and scores. One backward pass, in pass order, over the readers' ancestors from the
         earliest of those users on (an earlier node is no such user's descendant)."""
-        index, succs, preds = self.index, self.succs, self.preds
+        index, succs, preds, cost = self.index, self.succs, self.preds, self.pool.cost
         users = {u for readers in holds for u in self._latest_users(readers, TAIL_USERS)}
         if not users:
             return {}
@@ -690,7 +694,7 @@ class _ForcedStarts:
             if x in reader_set and (below is None or not longest):
                 below = 0  # a reader ends a chain (the longest may go on to another reader)
             if below is not None:
-                chain[x] = self.min_cost(x) + below
+                chain[x] = cost[x] + below
         out = {}
         for u in users:
             d = pick((chain[q] for q in succs[u] if q in chain), default=None)
