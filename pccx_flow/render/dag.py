@@ -59,6 +59,8 @@ class DagPicture:
     omitted: list[str] = field(default_factory=list)  # fan-out nodes left out
     critical_nodes: int = 0  # drawn nodes on the critical path
     critical_note: str = ""
+    # the same picture without the spine's layout hints (`write_dag` falls back to it)
+    source_without_spine: str = ""
 
 
 def longest_path_by_count(graph: nx.DiGraph) -> list[str]:
@@ -195,12 +197,17 @@ def build_dag_picture(
 
     for u, v in _scope_anchors(folded, hidden):
         dot.edge(u, v, style="invis")
+    hints = len(dot.body)
     for u, v in _spine(folded, on_path):
         dot.edge(u, v, style="invis", weight="40")
+    spine = set(range(hints, len(dot.body)))
 
     _add_legend(dot, folded)
+    unhinted = dot.copy()
+    unhinted.body = [line for i, line in enumerate(dot.body) if i not in spine]
     return DagPicture(
         source=dot.source,
+        source_without_spine=unhinted.source if spine else "",
         level=level,
         level_picked=picked,
         nodes=folded.number_of_nodes(),
@@ -227,7 +234,15 @@ def write_dag(picture: DagPicture, out: str | Path, *, timeout: float = DEFAULT_
         out.parent.mkdir(parents=True, exist_ok=True)
         atomic.write_text(out, picture.source)
         return out
-    return run_layout(picture.source, out, fmt, timeout=timeout)
+    try:
+        return run_layout(picture.source, out, fmt, timeout=timeout)
+    except RenderError as exc:
+        # Graphviz 2.43's ranking gives up ("trouble in init_rank") on some pictures that
+        # hold the spine's heavy invisible edges beside a bold critical path (tiny, layers
+        # 0:2, the heft schedule's path): the spine is only a hint, so lay out without it
+        if "init_rank" not in str(exc) or not picture.source_without_spine:
+            raise
+        return run_layout(picture.source_without_spine, out, fmt, timeout=timeout)
 
 
 # --- pieces ------------------------------------------------------------------------------

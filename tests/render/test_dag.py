@@ -176,6 +176,35 @@ def test_dot_source_needs_no_graphviz_but_svg_does(tmp_path, monkeypatch):
     assert str(err.value) == DOT_MISSING
 
 
+def test_a_ranking_failure_is_laid_out_again_without_the_spine(tmp_path, monkeypatch):
+    """Graphviz 2.43 gives up ranking some pictures with the spine's heavy invisible edges
+    ("trouble in init_rank"); the spine is a hint, so the picture is laid out without it.
+    Any other failure, or one of the picture without a spine, is the user's error."""
+    from pccx_flow.render import dag
+
+    picture = build_dag_picture(make_toy_graph(3), level="tiles")
+    assert picture.source_without_spine and "weight=40" in picture.source
+    assert "weight=40" not in picture.source_without_spine
+    seen = []
+
+    def layout(source, out, fmt, **kw):
+        seen.append(source)
+        if "weight=40" in source:
+            raise RenderError("Graphviz 'dot' failed: Error: trouble in init_rank")
+        return out
+
+    monkeypatch.setattr(dag, "run_layout", layout)
+    assert write_dag(picture, tmp_path / "g.svg") == tmp_path / "g.svg"
+    assert seen == [picture.source, picture.source_without_spine]
+
+    def broken(source, out, fmt, **kw):
+        raise RenderError("Graphviz 'dot' failed: syntax error in line 1")
+
+    monkeypatch.setattr(dag, "run_layout", broken)
+    with pytest.raises(RenderError, match="syntax error"):
+        write_dag(picture, tmp_path / "g.svg")
+
+
 def test_bad_requests_are_render_errors(tmp_path):
     picture = build_dag_picture(make_toy_graph(1), level="tiles")
     with pytest.raises(RenderError, match=r"end the output name with \.svg, \.png, \.pdf, \.dot"):
