@@ -44,7 +44,9 @@ from pccx_flow.schedule.problem import problem_from_graph  # noqa: E402
 from pccx_flow.schedule.registry import make_policy, run_on_problem  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-POLICIES = ["critical-path", "heft", "lookahead", "etf", "critical-path+improve", "heft+improve"]
+POLICIES = [
+    "critical-path", "heft", "dls", "lookahead", "etf", "critical-path+improve", "heft+improve"
+]
 
 
 def bench_point(
