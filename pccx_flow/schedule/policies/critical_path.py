@@ -7,8 +7,8 @@ may start in an idle gap between two nodes already on that lane (insertion, as H
 ISH variant of HLFET do). Appended only, a node of lower level waited behind every node of
 higher level placed on its lane, even ones that could not start until much later: on E4B
 at position 1023 the V projection queued on the GEMV lanes behind the scores and ·V of
-every head while the weight ports idled, and the step was 5.9 % over the largest bound
-(3.4 % with insertion; v002-spec, `benchmarks/bench_gap.py`).
+every head while the weight ports idled, and the step was 5.9 % over the largest bound of
+the time, 3.4 % with insertion (v002-spec, `benchmarks/bench_gap.py`).
 On a decode step this keeps the long weight-streaming GEMV chain of the main stream moving
 while short side branches (LAuReL, PLE, constants) fill in around it. It is the cheapest of
 the informed policies: one pass for the levels, one heap pass to place.
