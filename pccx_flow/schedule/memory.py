@@ -136,7 +136,8 @@ EXP_LEAD = 3
 # projections, where tile 1's also need the new K row (the K projection, its norm and
 # RoPE). Waiting for tile 1 put those on the path to V tile 1's 52 k-cycle read, and the
 # weight ports idled behind it: heft and critical-path within L2 at position 1023 went from
-# 3.07 % to 2.80 % over the largest bound on v002-spec (4.56 % to 4.09 % on v002-as-built).
+# 3.07 % to 2.80 % over the largest bound on v002-spec (4.56 % to 4.09 % over the ports'
+# chain on v002-as-built).
 # With more tiles the same rule shortened the step too (2.86 % for both at 4095, 2.58 % at
 # 8191 on v002-spec) but at 2047 their programs no longer fit L2's holes (a 512 KiB K tile).
 V_AFTER_EARLIER_K_MAX_TILES = 2
