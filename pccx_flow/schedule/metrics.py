@@ -380,35 +380,29 @@ def _chains_around(
     the FFN gate: ~63 k cycles at position 1023 on v002-spec) that the work term alone,
     all weight bytes over two ports, does not count.
     """
-    to_user: dict[Node, int] = {}
-    reached: set[Node] = set()  # nodes with a user above them
-    for n in problem.order:
+    to_user = _shortest_chains(problem.order, preds, users, cost)
+    from_user = _shortest_chains(reversed(problem.order), succs, users, cost)
+    return to_user, from_user
+
+
+def _shortest_chains(order, inputs, users, cost) -> dict[Node, int]:
+    """The recurrence of `_chains_around` along `order`, `inputs` giving the neighbours
+    already visited (preds in pass order for `to_user`, succs in reverse for `from_user`)."""
+    out: dict[Node, int] = {}
+    reached: set[Node] = set()  # nodes with a user on that side of them
+    for n in order:
         best = None
-        for p in preds[n]:
+        for p in inputs[n]:
             if p in users:
                 best = 0
                 break
             if p in reached:
-                t = to_user[p] + cost[p]
+                t = out[p] + cost[p]
                 best = t if best is None or t < best else best
         if best is not None:
             reached.add(n)
-        to_user[n] = best or 0
-    from_user: dict[Node, int] = {}
-    reached = set()
-    for n in reversed(problem.order):
-        best = None
-        for q in succs[n]:
-            if q in users:
-                best = 0
-                break
-            if q in reached:
-                t = from_user[q] + cost[q]
-                best = t if best is None or t < best else best
-        if best is not None:
-            reached.add(n)
-        from_user[n] = best or 0
-    return to_user, from_user
+        out[n] = best or 0
+    return out
 
 
 @dataclass(frozen=True)
