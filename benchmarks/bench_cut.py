@@ -49,7 +49,8 @@ from pccx_flow.compare.exact import ExactPolicy, solve_exact  # noqa: E402
 from pccx_flow.errors import PccxFlowError  # noqa: E402
 from pccx_flow.graph.build import build_decode_graph  # noqa: E402
 from pccx_flow.hardware.profile import load_profile  # noqa: E402
-from pccx_flow.schedule.metrics import POOL_CHAIN_HOPS, chain_bounds, step_bounds  # noqa: E402
+from pccx_flow.schedule.chains import POOL_CHAIN_HOPS, chain_bounds  # noqa: E402
+from pccx_flow.schedule.metrics import step_bounds  # noqa: E402
 from pccx_flow.schedule.problem import SchedulingProblem, problem_from_graph  # noqa: E402
 from pccx_flow.schedule.registry import make_policy, run_on_problem  # noqa: E402
 from pccx_flow.schedule.validate import validate_schedule  # noqa: E402

@@ -72,7 +72,7 @@ def format_summary(metrics: dict, context: dict | None = None, *, top_lanes: int
         mark = "  <- largest" if name == metrics["largest_bound"] else ""
         lines.append(f"  {name[:26]:<26}{c:>14,}{tps:>11}  {gap}{mark}")
     if any(name.startswith("pool_chain:") for name in bounds):
-        lines.append("  (pool_chain: pool work plus the chains between it; see metrics.py)")
+        lines.append("  (pool_chain: pool work plus the chains around it; see chains.py)")
     if any(name.startswith("capacity_chain:") for name in bounds):
         lines.append("  (capacity_chain: pool_chain plus KV reads L2 cannot hold ahead of use)")
     for cls in sorted({n.rpartition("_lanes")[0].partition(":")[2] for n in bounds
@@ -174,7 +174,7 @@ def gap_split_lines(bounds: dict[str, int], span: int) -> list[str]:
         kind, _, what = name.partition(":")
         if kind not in ("pool", "lane_class") or not work:
             continue
-        # a lane class's chains are named after it as a resource (`metrics.chain_resources`)
+        # a lane class's chains are named after it as a resource (`chains.chain_resources`)
         pool = what if kind == "pool" else f"{what}_lanes"
         chain = bounds.get(f"pool_chain:{pool}")
         if chain is None or span <= work:

@@ -168,7 +168,7 @@ def test_capacity_chain_never_exceeds_the_optimum_behind_pool_work(problem):
     release gate stays at or below the CP-SAT optimum within the capacity, and bounding
     all but the lowest hold by the group's shortest chains (`EXACT_HOLDS` 1) gives no
     more than each hold's own longest ones."""
-    from pccx_flow.schedule import metrics
+    from pccx_flow.schedule import chains
 
     res = solve_exact(problem, seconds=20)
     assert res["status"] == "optimal"  # every tile fits alone, readers need no other tile
@@ -179,7 +179,7 @@ def test_capacity_chain_never_exceeds_the_optimum_behind_pool_work(problem):
     for name, bound in bounds.items():
         assert bound <= opt, (name, bound, opt)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(metrics, "EXACT_HOLDS", 1)
+        mp.setattr(chains, "EXACT_HOLDS", 1)
         short = instance_bounds(problem, None)
     for name, bound in short.items():
         assert bound <= bounds[name], (name, bound, bounds[name])

@@ -12,7 +12,8 @@ import pytest
 from pccx_flow.bounds import lower_bounds
 from pccx_flow.graph.build import build_decode_graph
 from pccx_flow.hardware.profile import load_profile
-from pccx_flow.schedule.metrics import pool_chain_bounds, schedule_metrics
+from pccx_flow.schedule.chains import pool_chain_bounds
+from pccx_flow.schedule.metrics import schedule_metrics
 from pccx_flow.schedule.problem import problem_from_graph
 from pccx_flow.schedule.registry import BUILTIN_POLICIES, run_policy
 from pccx_flow.schedule.validate import validate_schedule

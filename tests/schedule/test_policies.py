@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pccx_flow.hardware.profile import load_profile
-from pccx_flow.schedule.metrics import pool_chain_bounds
+from pccx_flow.schedule.chains import pool_chain_bounds
 from pccx_flow.schedule.model import Lane
 from pccx_flow.schedule.policies.base import bottom_levels, downward_rank, upward_rank
 from pccx_flow.schedule.policies.cpop import critical_path_nodes

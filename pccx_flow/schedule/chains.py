@@ -1,0 +1,594 @@
+"""Chain bounds: a resource's work added to the dependency chains around it.
+
+`chain_bounds` makes ``pool_chain:<resource>`` (the users' work between two nodes, the
+chains before and after it, over the data edges) and ``capacity_chain:<resource>`` (those
+plus the KV reads L2 cannot hold ahead of their use, `_ForcedStarts`), for every pool and
+for a lane class whose work can bind (`chain_resources`). Each is proved in its docstring
+and checked against CP-SAT's optimum on small problems (`tests/compare/test_exact.py`);
+`pccx_flow.schedule.metrics.step_bounds` reports them beside the other bounds.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from math import ceil, inf
+
+from pccx_flow.schedule.precedence import Node, bit_mask, hardware_precedence
+from pccx_flow.schedule.problem import SchedulingProblem
+
+POOL_CHAIN_HOPS = 4  # 5 tightens E4B's bound by 0.3 % more for 50 % more time
+# A lane class is walked when its work plus the pools' proven idle comes this close to the
+# pools' chain bounds (`chain_bounds`). On E4B v002-as-built the GEMV lanes' bound passed
+# the ports' at 1023 (by 2.6 %, its estimate as much over) and at 2047 (by 0.3 %, its
+# estimate 0.07 % under); at 4095 and 8191 its estimate is 5.1 % and 12.6 % under, and
+# its pass (2.6 s at 8191) added nothing.
+LANE_CHAIN_MARGIN = 0.03
+
+
+def pool_chain_bounds(
+    problem: SchedulingProblem, hops: int = POOL_CHAIN_HOPS, *, capacity: bool = False
+) -> dict[str, int]:
+    """``pool_chain:<pool>`` bounds, or with ``capacity=True`` ``capacity_chain:<pool>``
+    (`chain_bounds`, which can make both in one pass, explains them)."""
+    return chain_bounds(problem, hops, plain=not capacity, capacity=capacity)
+
+
+def chain_resources(problem: SchedulingProblem) -> list[tuple[str, int, list[Node]]]:
+    """``(name, instances, users in pass order)`` of each resource `chain_bounds` walks: every
+    pool, and each lane class whose own work bound (`problem_bounds`' ``lane_class:C``) is at
+    least every pool's (every class when there is no pool), as ``C_lanes``.
+
+    A lane class of k lanes is a resource like a pool of k instances for the nodes that can
+    run nowhere else (they hold one of its lanes while they run), so the chain argument
+    holds for it unchanged. On `v002-as-built` the two GEMV lanes are also the two weight
+    ports' lanes, and the attention GEMVs (scores, ·V) queue on them between the weight
+    streams: the ports' chain misses that work, the lanes' counts it. Classes whose work is
+    below a pool's are left out: their chain has not exceeded the pool's on a decode step,
+    and each resource is a full pass (the costly part of the bounds at long contexts);
+    `chain_bounds` also skips a class whose work plus the idle the pools' chains proved
+    stays well below their bounds (`LANE_CHAIN_MARGIN`; `v002-as-built` at 4095 and 8191,
+    where the KV reads bind).
+    """
+    out = []
+    for pool, count in problem.pools.items():
+        out.append((pool, count, [n for n in problem.order if pool in problem.resources[n]]))
+    pool_work = max(
+        (sum(problem.min_cost(n) for n in users) / count for _, count, users in out if count),
+        default=0,
+    )
+    by_class: dict[str, set[str]] = defaultdict(set)
+    for lane in problem.lanes:
+        by_class[lane.lane_class].add(lane.name)
+    for cls, lanes in sorted(by_class.items()):
+        users = [n for n in problem.order if problem.costs[n].keys() <= lanes]
+        if users and sum(problem.min_cost(n) for n in users) / len(lanes) >= pool_work:
+            out.append((f"{cls}_lanes", len(lanes), users))
+    return out
+
+
+def chain_bounds(
+    problem: SchedulingProblem,
+    hops: int = POOL_CHAIN_HOPS,
+    *,
+    plain: bool = True,
+    capacity: bool = False,
+) -> dict[str, int]:
+    """A lower bound per pool that adds the pool's work to the dependency chains around it.
+
+    Pool users (nodes holding an instance of pool P, which has ``k`` instances) between two
+    nodes must all run inside the gap between them: if m is an ancestor of n, every user u
+    with m -> ... -> u -> ... -> n runs within [finish(m), start(n)], and at most k users run
+    at once, so ``start(n) >= finish(m) + ceil(W(m, n) / k)`` with W the users' cheapest
+    costs. From time 0 likewise ``start(n) >= ceil(W(ancestors of n) / k)``, and after n
+    ``makespan >= finish(n) + ceil(W(descendants of n) / k)``. A longest-path pass with these
+    extra gaps, taking m among the ancestors of n at most `hops` edges up, gives an earliest
+    possible finish per node that every valid schedule respects; the bound is the largest
+    finish plus its descendants' pool work. On a decode step it counts the stretches of
+    host and SFU work between layers during which no weight can stream, which the plain
+    port-work bound (all weight bytes over all ports) leaves out. Ancestors and descendants
+    are taken over the data edges only (`hardware_precedence`): an order-only edge of the
+    L2 heuristic is not a constraint of the hardware.
+
+    With `plain` the bound is named ``pool_chain:<pool>``. With `capacity` the pass also
+    applies the starts `_ForcedStarts` proves (reads that L2 cannot hold ahead of
+    their use), and the bound is named ``capacity_chain:<pool>``: a later start is still a
+    lower bound of every valid schedule, so the longest-path argument above is unchanged.
+    Asked for both, the ancestor sets and the pool work of every span are computed once and
+    shared by the two passes (the costly part on a long-context step).
+    """
+    out: dict[str, int] = {}
+    forced = _capacity_groups(problem) if capacity else []
+    variants = [("pool_chain", False)] * plain + [("capacity_chain", True)] * capacity
+    preds, succs = hardware_precedence(problem)
+    cost = {n: problem.min_cost(n) for n in problem.order}
+    reach: dict[Node, tuple[Node, ...]] = {}
+    for n in problem.order:  # ancestors within `hops` edges
+        seen = set(preds[n])
+        frontier = seen
+        for _ in range(hops - 1):
+            frontier = {r for q in frontier for r in preds[q]} - seen
+            if not frontier:
+                break
+            seen |= frontier
+        reach[n] = tuple(seen)
+    # the most idle time a pool's chain proved beyond its work (its first variant: the
+    # plain one when asked for, else the capacity one, which only walks more classes)
+    idle = 0
+    for pool, count, users in chain_resources(problem):
+        if not users or count < 1:
+            continue
+        if pool not in problem.pools and out:
+            # A lane class after the pools: walked only when its work plus the idle the
+            # pools' chains proved comes within `LANE_CHAIN_MARGIN` of the largest chain
+            # bound so far (the KV reads it waits for can add more than they added to the
+            # pools'). A shortcut for time (the pass over its many users is the costliest
+            # part at long contexts), not part of any bound: a skipped class only leaves
+            # its own bound out.
+            work_bound = -(-sum(cost[n] for n in users) // count)
+            if work_bound + idle < (1 - LANE_CHAIN_MARGIN) * max(out.values()):
+                continue
+        bit = {n: 1 << i for i, n in enumerate(users)}
+        by_cost: dict[int, list[int]] = defaultdict(list)
+        for i, u in enumerate(users):
+            by_cost[cost[u]].append(i)
+        masks = [(c, bit_mask(positions)) for c, positions in by_cost.items()]
+
+        memo: dict[int, int] = {}  # the same member sets recur across nodes
+
+        def work(members: int, masks=masks, memo=memo) -> int:
+            w = memo.get(members)
+            if w is None:
+                w = memo[members] = sum(c * (members & m).bit_count() for c, m in masks)
+            return w
+
+        anc: dict[Node, int] = {}
+        for n in problem.order:
+            a = 0
+            for q in preds[n]:
+                a |= anc[q] | bit.get(q, 0)
+            anc[n] = a
+        desc: dict[Node, int] = {}
+        for n in reversed(problem.order):
+            d = 0
+            for q in succs[n]:
+                d |= desc[q] | bit.get(q, 0)
+            desc[n] = d
+        # to_user[n]: the least, over users above n, of the longest chain of least costs from
+        # that user's finish to n's start; from_user[m] likewise from m's finish down to a
+        # user's start (`_chains_around` proves both).
+        to_user, from_user = _chains_around(problem, bit, cost, preds, succs)
+        before = {
+            n: -(-work(anc[n]) // count) + (to_user[n] if anc[n] else 0) for n in problem.order
+        }
+        after = {
+            n: -(-work(desc[n]) // count) + (from_user[n] if desc[n] else 0)
+            for n in problem.order
+        }
+        # The pool work between each node and its near ancestors, shared by the passes.
+        # Only entries that can decide a start are kept. Induction on the pass order: every
+        # m in reach[x] has start(x) >= finish(m) + gap(m, x). A farther ancestor m of n with
+        # no pool work in between is covered by the input p of n on its way (m is p or in
+        # reach[p], so finish(p) >= finish(m)). If n has one input p, every m in reach[n]
+        # other than p is in reach[p], and the users between m and n are those between m
+        # and p plus p itself, so gap(m, n) <= gap(m, p) + cost(p) and finish(p) covers it:
+        # only (p, 0) is kept (p's descendants and ancestors share no user).
+        gaps: dict[Node, list[tuple[Node, int]]] = {}
+        for n in problem.order:
+            direct, a = preds[n], anc[n]
+            if len(direct) == 1:
+                gaps[n] = [(direct[0], 0)]
+                continue
+            row = []
+            for m in reach[n]:
+                between = desc[m] & a
+                gap = -(-work(between) // count)
+                if between:  # the users' work, after m's head and before n's tail
+                    gap += from_user[m] + to_user[n]
+                if gap or m in direct:
+                    row.append((m, gap))
+            gaps[n] = row
+        finishes = [{} for _ in variants]  # one longest-path pass per variant, side by side
+        best_end = [0] * len(variants)
+        view = PoolView(users, anc, cost, count)
+        late = [
+            _ForcedStarts(problem, forced, (preds, succs), finish, view)
+            if with_forced and forced
+            else None
+            for (_, with_forced), finish in zip(variants, finishes, strict=True)
+        ]
+        for n in problem.order:
+            row, own, tail = gaps[n], cost[n], after[n]
+            for v, finish in enumerate(finishes):
+                start = before[n]
+                for m, gap in row:
+                    t = finish[m] + gap
+                    if t > start:
+                        start = t
+                if late[v] is not None:
+                    t = late[v].start_at_least(n)
+                    if t > start:
+                        start = t
+                f = finish[n] = start + own
+                if f + tail > best_end[v]:
+                    best_end[v] = f + tail
+        for (name, _), end in zip(variants, best_end, strict=True):
+            out[f"{name}:{pool}"] = end
+        if pool in problem.pools:
+            idle = max(idle, best_end[0] - -(-sum(cost[n] for n in users) // count))
+    return out
+
+
+def _chains_around(
+    problem: SchedulingProblem, users: Mapping[Node, int], cost: Mapping[Node, int], preds, succs
+) -> tuple[dict[Node, int], dict[Node, int]]:
+    """Per node n, ``to_user[n]``: a lower bound, over every pool user u above n, of the
+    longest chain of least costs from u's finish to n's start; ``from_user[n]`` likewise
+    from n's finish to the start of any user below n (0 where there is none).
+
+    Claim: ``to_user[n] = min over inputs p of (0 if p is a user, else to_user[p] +
+    cost(p))``, over inputs with a user above them. Proof by induction on the pass order:
+    a user u above n reaches it through some input p; if p is a user the bound 0 holds;
+    otherwise u is above p and the chain u -> p -> n is at least to_user[p] + cost(p).
+    `from_user` is the mirror image over the outputs.
+
+    Why `chain_bounds` adds them: the users between m and n run k at a time after m's
+    finish plus ``from_user[m]`` (each is below m), and n starts after the last of them
+    finished plus ``to_user[n]`` (it is above n). On a decode step these are the host and
+    SFU chains around a block's weight streams (the norms after the O projection and before
+    the FFN gate: ~63 k cycles at position 1023 on v002-spec) that the work term alone,
+    all weight bytes over two ports, does not count.
+    """
+    to_user = _shortest_chains(problem.order, preds, users, cost)
+    from_user = _shortest_chains(reversed(problem.order), succs, users, cost)
+    return to_user, from_user
+
+
+def _shortest_chains(order, inputs, users, cost) -> dict[Node, int]:
+    """The recurrence of `_chains_around` along `order`, `inputs` giving the neighbours
+    already visited (preds in pass order for `to_user`, succs in reverse for `from_user`)."""
+    out: dict[Node, int] = {}
+    reached: set[Node] = set()  # nodes with a user on that side of them
+    for n in order:
+        best = None
+        for p in inputs[n]:
+            if p in users:
+                best = 0
+                break
+            if p in reached:
+                t = out[p] + cost[p]
+                best = t if best is None or t < best else best
+        if best is not None:
+            reached.add(n)
+        out[n] = best or 0
+    return out
+
+
+@dataclass(frozen=True)
+class CapacityGroup:
+    """Nodes with no inputs whose outputs must wait in a capacity for their readers.
+
+    ``late_work`` is the least lane time (over ``lanes`` lanes) the group's nodes must spend
+    once the first of their bytes can be freed: what does not fit in ``capacity`` bytes
+    cannot have been read ahead (`_ForcedStarts`). ``holds`` are the reader sets of the
+    group's holds in that capacity: a hold's bytes are freed only when all of its readers
+    finished.
+    """
+
+    sources: frozenset
+    late_work: int
+    lanes: int
+    holds: tuple[tuple[Node, ...], ...]
+
+
+# The exact 0/1 knapsack of `most_work_within` enumerates item kinds up to this many
+# combinations; beyond, the fractional relaxation (an upper bound of it) is used.
+KNAPSACK_COMBINATIONS = 100_000
+
+
+def most_work_within(items: Iterable[tuple[int, int]], size: int) -> int:
+    """An upper bound of the most work a subset of `items` (``(bytes, work)`` pairs) of at
+    most `size` bytes carries: exact when the items are of few kinds.
+
+    A decode step's KV reads of a layer are tiles of one size (the last one a row short),
+    so the exact 0/1 answer is a few counts per kind: three 512 KiB tiles fit in 1.75 MiB,
+    where the fractional relaxation counts three and a half. With more kinds than
+    `KNAPSACK_COMBINATIONS` allows, the fractional relaxation (items by work per byte, the
+    last one cut) is returned: it is at least the 0/1 optimum.
+    """
+    kinds: dict[tuple[int, int], int] = defaultdict(int)
+    for nbytes, work in items:
+        kinds[(nbytes, work)] += 1
+    combos = 1
+    for count in kinds.values():
+        combos *= count + 1
+    if combos <= KNAPSACK_COMBINATIONS:
+        best = 0
+        # a kind's count is bounded by what fits; depth-first over kinds, largest work first
+        ordered = sorted(kinds.items(), key=lambda kv: -kv[0][1])
+
+        def search(i: int, room: int, work: int) -> None:
+            nonlocal best
+            if i == len(ordered):
+                best = max(best, work)
+                return
+            (nbytes, w), count = ordered[i]
+            most = count if nbytes == 0 else min(count, room // nbytes)
+            for c in range(most, -1, -1):
+                search(i + 1, room - c * nbytes, work + c * w)
+
+        search(0, size, 0)
+        return best
+    room, early = size, 0.0
+    # by work per byte, items of no bytes first (they always fit)
+    by_density = sorted(kinds.items(), key=lambda kv: -kv[0][1] / kv[0][0] if kv[0][0] else -inf)
+    for (nbytes, work), count in by_density:
+        take = count if nbytes == 0 else min(count, room // nbytes)
+        room -= take * nbytes
+        early += take * work
+        if take < count:
+            early += work * room / nbytes
+            break
+    return ceil(early)
+
+
+def _capacity_groups(problem: SchedulingProblem) -> list[CapacityGroup]:
+    """Per layer (the ``layer`` attribute of decode nodes; one group for nodes without one),
+    the KV-like reads of each capacity.
+
+    A source is a node with no data inputs that holds bytes of a capacity for readers (a
+    decode step's KV tile reads). Reads of one layer form a group; the early work is the
+    most lane time a set of the group's reads of at most the capacity's bytes can take
+    (`most_work_within`), the late work the rest.
+    """
+    preds, _ = hardware_precedence(problem)
+    groups: dict[tuple, dict] = {}
+    for hold in problem.holds:
+        n = hold.node
+        if preds[n] or not hold.readers:
+            continue
+        for cap, nbytes in hold.row:
+            key = (cap, problem.graph.nodes[n].get("layer"))
+            g = groups.setdefault(key, {"bytes": {}, "holds": []})
+            g["bytes"][n] = g["bytes"].get(n, 0) + nbytes
+            g["holds"].append(tuple(hold.readers))
+    out = []
+    for (cap, _), g in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        work = {n: problem.min_cost(n) for n in g["bytes"]}
+        early = most_work_within(((g["bytes"][n], work[n]) for n in work), problem.capacities[cap])
+        late = sum(work.values()) - early
+        lanes = {ln for n in g["bytes"] for ln in problem.costs[n]}
+        if late > 0:
+            out.append(CapacityGroup(frozenset(g["bytes"]), late, len(lanes), tuple(g["holds"])))
+    return out
+
+
+_NO_PARTIAL: dict[int, int] = {}  # shared by the many nodes below no partly read group; read only
+
+
+# How many of the latest pool users among a hold's readers' ancestors the release-time
+# gate of `_ForcedStarts` looks at (a layer's Q projections: 8 heads on E4B).
+RELEASE_USERS = 64
+# How many of those users get their own chain to the readers (`_ForcedStarts._chains_to`);
+# the rest count only a reader's cost after them.
+TAIL_USERS = 16
+# How many of a group's holds, lowest first, get their own longest chains; the rest are
+# bounded by the group's shortest ones (`_ForcedStarts.freed_at_least`). 16 covers every
+# KV tile of an E4B layer up to 4,095 tokens; at 8191 (32) the bound is 0.1 % lower than
+# with all of them, and its pass ~0.4 s shorter on v002-spec.
+EXACT_HOLDS = 16
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """What the release-time gate of `_ForcedStarts` needs of one pool's pass: its users
+    in pass order, each node's users among its ancestors as a bit mask over them, every
+    node's least cost, and the pool's instances."""
+
+    users: list
+    anc: dict
+    cost: dict
+    count: int
+
+
+class _ForcedStarts:
+    """The starts the capacity forces, applied during a longest-path pass.
+
+    Claim: let G be a group of sources (no inputs) holding bytes of a capacity of size C
+    for their readers, t_f a lower bound of the earliest time any of G's holds is freed,
+    W_late the group's late work on its k lanes (`_capacity_groups`: the work beyond the
+    most a subset of at most C bytes carries). Then every node n that has all of G among
+    its ancestors starts at or after ``t_f + ceil(W_late / k)``.
+
+    Proof: let F be the earliest time a hold of G is freed in a valid schedule (F >= t_f).
+    A source that started before F holds its bytes until its holds are freed, all at or
+    after F, so at F - 1 every such source is resident at once: their bytes are at most C,
+    and their lane time at most the knapsack's early work. Every other source starts at F
+    or later, and those carry at least W_late of lane time on k lanes, so the last of them
+    finishes no earlier than F + ceil(W_late / k); each is an ancestor of n, so n starts
+    after it. More: unless n reads a source of G itself, every path from a source s to n
+    runs through one of s's readers (a source's data successors read it), so n starts at
+    least ``min_s min_r cost(r)`` after the last source finished: the bound adds that
+    (``reader_floor``; a layer's scores or ·V GEMV on a decode step).
+
+    t_f is the least, over G's holds, of a lower bound of when the hold is freed: the
+    moment all of its readers R finished. That is at least the largest finish (from this
+    pass) of a reader, and at least ``tau + ceil(W / k_P) + min_{u in U} D(u)`` for a pool P
+    of k_P instances and a set U of P's users that are ancestors of some reader, each
+    starting at tau or later (this pass) with W their least work, D(u) the longest chain of
+    least costs from u's finish to the finish of a reader of R below u: they run k_P at a
+    time after tau, the last of them, u*, finishes no earlier than tau + ceil(W / k_P), and
+    the hold is freed only once every reader below u* finished, D(u*) or more later. D is
+    computed (`_chains_to`) for the latest `TAIL_USERS` users; for the others the least
+    cost of a reader stands in for it (u is above a reader, which ends every such chain). On a
+    decode step D is a head's Q norm and RoPE on the host and SFU plus its scores: the
+    time between the last Q projection and the first freed tile. U is taken among the latest
+    `RELEASE_USERS` users in pass order (any U gives a bound; these give the best on a
+    decode step: a KV tile is freed only once all heads' Q projections ran and its scores
+    after them). The term is applied at a node once every reader precedes it in the pass
+    (so t_f is final) and all of G are its ancestors, and is carried to descendants by the
+    pass itself.
+    """
+
+    def __init__(
+        self, problem: SchedulingProblem, groups, precedence, finish, pool: PoolView
+    ) -> None:
+        self.preds, self.succs = precedence
+        self.finish, self.groups, self.index = finish, groups, problem.index
+        self.pool, self.order = pool, problem.order
+        # the least cost of a reader of any source of each group (class docstring)
+        self.reader_floor = [
+            min((pool.cost[r] for n in g.sources for r in self.succs[n]), default=0)
+            for g in groups
+        ]
+        self._latest: dict[tuple, list[Node]] = {}  # `_latest_users` per reader set
+        # Which sources of which group are ancestors of a node: per group a bit per source
+        # (local to the group), only while the group is partly covered; a fully covered
+        # group moves to `covered`. Groups are a layer's KV reads, so partial sets live
+        # only inside one attention block and no node carries a bit per read of the step.
+        self.bits_of: dict[Node, list[tuple[int, int]]] = defaultdict(list)
+        self.full: list[int] = []
+        for i, g in enumerate(groups):
+            ordered = sorted(g.sources, key=problem.index.__getitem__)
+            for j, n in enumerate(ordered):
+                self.bits_of[n].append((i, 1 << j))
+            self.full.append((1 << len(ordered)) - 1)
+        self.last_reader = [max(problem.index[r] for rs in g.holds for r in rs) for g in groups]
+        self.t_f: list[int | None] = [None] * len(groups)
+        self.partial: dict[Node, dict[int, int]] = {}  # group -> its sources among ancestors
+        self.covered: dict[Node, frozenset] = {}  # groups all of whose sources are ancestors
+        self.applied: dict[Node, frozenset] = {}  # groups whose start a node inherits
+
+    def freed_at_least(self, i: int) -> int:
+        """t_f of group `i` (class docstring); all of its readers are final in the pass."""
+        t_f = self.t_f[i]
+        if t_f is not None:
+            return t_f
+        holds = self.groups[i].holds
+        # each hold bounded first with the group's shortest chains (one pass), then, from
+        # the lowest, with its own longest ones until no lower bound below the best is left
+        # (a hold's longest chains are at least the group's shortest: the least only rises)
+        near = self._chains_to(holds, longest=False)
+        best = None
+        ranked = sorted((self._freed(r, near), k) for k, r in enumerate(holds))
+        for n, (low, k) in enumerate(ranked):
+            if best is not None and low >= best:
+                break
+            if n == EXACT_HOLDS:  # the rest are no lower than this one's first bound
+                best = low
+                break
+            freed = self._freed(holds[k], self._chains_to((holds[k],), longest=True))
+            best = freed if best is None or freed < best else best
+        self.t_f[i] = t_f = best or 0
+        return t_f
+
+    def _latest_users(self, readers: tuple, count: int) -> list[Node]:
+        """The latest `count` (at most `RELEASE_USERS`) pool users, in pass order from the
+        last, among the readers' ancestors; kept per reader set (asked for several times)."""
+        out = self._latest.get(readers)
+        if out is None:
+            pool = self.pool
+            mask = 0
+            for r in readers:
+                mask |= pool.anc[r]
+            out = self._latest[readers] = []
+            while mask and len(out) < RELEASE_USERS:
+                j = mask.bit_length() - 1
+                mask ^= 1 << j
+                out.append(pool.users[j])
+        return out[:count]
+
+    def _freed(self, readers: tuple, chains: dict) -> int:
+        """A lower bound of when the hold read by `readers` is freed (class docstring);
+        `chains` maps users to a lower bound of D (absent: the least reader cost)."""
+        finish, pool = self.finish, self.pool
+        freed = max(finish[r] for r in readers)
+        floor = min(pool.cost[r] for r in readers)
+        tail = None  # the least D over the users taken so far
+        tau, work = None, 0
+        for u in self._latest_users(readers, RELEASE_USERS):
+            start = finish[u] - pool.cost[u]
+            tau = start if tau is None or start < tau else tau
+            work += pool.cost[u]
+            d = chains.get(u, floor)
+            tail = d if tail is None or d < tail else tail
+            t = tau + -(-work // pool.count) + tail
+            if t > freed:
+                freed = t
+        return freed
+
+    def _chains_to(self, holds: tuple, longest: bool) -> dict:
+        """Lower bounds of D(u) for each hold's latest `TAIL_USERS` pool users.
+
+        With `longest` (one hold): D itself, the longest chain of least costs from u's
+        finish to the finish of a reader of the hold below u. Without (a group's holds):
+        the shortest chain to any reader of the group below u, a lower bound of every
+        hold's D (a hold's longest chain to its own reader is at least the shortest to any
+        reader); on a decode step the two mostly agree, a head's one chain of Q norm, RoPE
+        and scores. One backward pass, in pass order, over the readers' ancestors from the
+        earliest of those users on (an earlier node is no such user's descendant)."""
+        index, succs, preds, cost = self.index, self.succs, self.preds, self.pool.cost
+        users = {u for readers in holds for u in self._latest_users(readers, TAIL_USERS)}
+        if not users:
+            return {}
+        first = min(index[u] for u in users)
+        reader_set = {r for readers in holds for r in readers}
+        between = set(reader_set)  # the readers' ancestors from `first` on
+        stack = list(reader_set)
+        while stack:
+            for p in preds[stack.pop()]:
+                if p not in between and index[p] >= first:
+                    between.add(p)
+                    stack.append(p)
+        pick = max if longest else min
+        chain: dict[Node, int] = {}  # from a node's start to the finish of a reader below
+        for x in sorted(between, key=index.__getitem__, reverse=True):
+            below = pick((chain[q] for q in succs[x] if q in chain), default=None)
+            if x in reader_set and (below is None or not longest):
+                below = 0  # a reader ends a chain (the longest may go on to another reader)
+            if below is not None:
+                chain[x] = cost[x] + below
+        out = {}
+        for u in users:
+            d = pick((chain[q] for q in succs[u] if q in chain), default=None)
+            if d is not None:
+                out[u] = d
+        return out
+
+    def start_at_least(self, n: Node) -> int:
+        """The largest forced start of `n` (0 if none); call once per node, in order."""
+        preds = self.preds[n]
+        covered: frozenset = frozenset()
+        applied: frozenset = frozenset()
+        partial: dict[int, int] = {}
+        for p in preds:
+            c, a = self.covered[p], self.applied[p]
+            if not c <= covered:  # shared with the input when it adds to nothing
+                covered = covered | c if covered else c
+            if not a <= applied:
+                applied = applied | a if applied else a
+            for i, m in self.partial[p].items():
+                partial[i] = partial.get(i, 0) | m
+            for i, bit in self.bits_of.get(p, ()):
+                partial[i] = partial.get(i, 0) | bit
+        if partial:
+            done = [i for i, m in partial.items() if i in covered or m == self.full[i]]
+            for i in done:
+                del partial[i]
+            covered = covered.union(done) if done else covered
+        self.partial[n], self.covered[n] = partial or _NO_PARTIAL, covered
+        best, added, idx = 0, [], self.index[n]
+        if not covered <= applied:
+            for i in covered - applied:
+                if idx <= self.last_reader[i]:
+                    continue
+                g = self.groups[i]
+                t = self.freed_at_least(i) + -(-g.late_work // g.lanes)
+                if not any(p in g.sources for p in preds):  # n reads no source itself
+                    t += self.reader_floor[i]
+                if t > best:
+                    best = t
+                added.append(i)
+        self.applied[n] = applied | frozenset(added) if added else applied
+        return best

@@ -1,0 +1,60 @@
+"""Which edges of a scheduling problem the hardware forces, and bit masks over node sets.
+
+A problem within L2 carries order-only edges (`pccx_flow.schedule.memory.kv_prefetch_edges`):
+a heuristic's choice of when to issue a node. Every lower bound walks the data edges only
+(`hardware_precedence`), so it bounds the hardware problem, not the heuristic's graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+
+from pccx_flow.schedule.problem import SchedulingProblem
+
+Node = Hashable
+
+
+def bit_mask(positions: Iterable[int]) -> int:
+    """The int with exactly the bits at `positions` set, built in one pass (summing or
+    or-ing ``1 << j`` one at a time copies the growing int each time: quadratic)."""
+    buf = bytearray()
+    for j in positions:
+        byte = j >> 3
+        if byte >= len(buf):
+            buf.extend(bytes(byte + 1 - len(buf)))
+        buf[byte] |= 1 << (j & 7)
+    return int.from_bytes(buf, "little")
+
+
+def order_only_edges(problem: SchedulingProblem) -> frozenset[tuple[Node, Node]]:
+    """The problem's order-only edges: given apart (``problem.order_edges``) or marked
+    ``order_only=True`` on edges of its graph (a DAG given with them)."""
+    cached = getattr(problem, "_order_only_edges", None)
+    if cached is None:
+        marked = [(u, v) for u, v, d in problem.graph.edges(data=True) if d.get("order_only")]
+        cached = problem._order_only_edges = frozenset((*problem.order_edges, *marked))
+    return cached
+
+
+def hardware_precedence(problem: SchedulingProblem) -> tuple[dict, dict]:
+    """``(preds, succs)`` of the problem without its order-only edges.
+
+    Order-only edges (``order_only=True``, e.g. `pccx_flow.schedule.memory.
+    kv_prefetch_edges`) are a heuristic's choice of when to issue a node, not something
+    the hardware forces: a schedule that ignores them can be valid and shorter. A bound
+    computed along them would bound that heuristic, not the hardware problem, so the
+    bounds below walk only the data edges."""
+    cached = getattr(problem, "_hardware_precedence", None)
+    if cached is not None:
+        return cached
+    order_only = order_only_edges(problem)
+    if not order_only:
+        out = (problem.preds, problem.succs)
+    else:
+        preds = {n: tuple(p for p in problem.preds[n] if (p, n) not in order_only)
+                 for n in problem.order}  # fmt: skip
+        succs = {n: tuple(s for s in problem.succs[n] if (n, s) not in order_only)
+                 for n in problem.order}  # fmt: skip
+        out = (preds, succs)
+    problem._hardware_precedence = out  # the problem's graph does not change once built
+    return out
