@@ -75,14 +75,19 @@ def chain_bounds(
     plain: bool = True,
     capacity: bool = False,
 ) -> dict[str, int]:
-    """A lower bound per pool that adds the pool's work to the dependency chains around it.
+    """A lower bound per resource (every pool, and a lane class that can bind:
+    `chain_resources`) that adds its work to the dependency chains around it.
 
     Pool users (nodes holding an instance of pool P, which has ``k`` instances) between two
     nodes must all run inside the gap between them: if m is an ancestor of n, every user u
     with m -> ... -> u -> ... -> n runs within [finish(m), start(n)], and at most k users run
     at once, so ``start(n) >= finish(m) + ceil(W(m, n) / k)`` with W the users' cheapest
-    costs. From time 0 likewise ``start(n) >= ceil(W(ancestors of n) / k)``, and after n
-    ``makespan >= finish(n) + ceil(W(descendants of n) / k)``. A longest-path pass with these
+    costs; more, the first of them starts no earlier than the shortest chain from m down to
+    a user, and n no earlier than the shortest chain from a user down to n after the last
+    (`_chains_around`), so both are added when there is a user in between. From time 0
+    likewise ``start(n) >= ceil(W(ancestors of n) / k)`` plus that chain down to n, and after
+    n ``makespan >= finish(n) + ceil(W(descendants of n) / k)`` plus the chain from n down to
+    a user. A longest-path pass with these
     extra gaps, taking m among the ancestors of n at most `hops` edges up, gives an earliest
     possible finish per node that every valid schedule respects; the bound is the largest
     finish plus its descendants' pool work. On a decode step it counts the stretches of
@@ -172,7 +177,8 @@ def chain_bounds(
         # no pool work in between is covered by the input p of n on its way (m is p or in
         # reach[p], so finish(p) >= finish(m)). If n has one input p, every m in reach[n]
         # other than p is in reach[p], and the users between m and n are those between m
-        # and p plus p itself, so gap(m, n) <= gap(m, p) + cost(p) and finish(p) covers it:
+        # and p plus p itself, so gap(m, n) <= gap(m, p) + cost(p) and finish(p) covers it
+        # (the chains too: to_user[n] is 0 when p is a user, else to_user[p] + cost(p)):
         # only (p, 0) is kept (p's descendants and ancestors share no user).
         gaps: dict[Node, list[tuple[Node, int]]] = {}
         for n in problem.order:
