@@ -59,8 +59,15 @@ class DagPicture:
     omitted: list[str] = field(default_factory=list)  # fan-out nodes left out
     critical_nodes: int = 0  # drawn nodes on the critical path
     critical_note: str = ""
-    # the same picture without the spine's layout hints (`write_dag` falls back to it)
-    source_without_spine: str = ""
+    spine_lines: tuple[str, ...] = ()  # the spine's layout hints, lines of `source`
+
+    @property
+    def source_without_spine(self) -> str:
+        """The picture without the spine (`write_dag` falls back to it); "" if it has none."""
+        if not self.spine_lines:
+            return ""
+        hints = set(self.spine_lines)
+        return "".join(line for line in self.source.splitlines(True) if line not in hints)
 
 
 def longest_path_by_count(graph: nx.DiGraph) -> list[str]:
@@ -200,14 +207,12 @@ def build_dag_picture(
     hints = len(dot.body)
     for u, v in _spine(folded, on_path):
         dot.edge(u, v, style="invis", weight="40")
-    spine = set(range(hints, len(dot.body)))
+    spine = tuple(dot.body[hints:])
 
     _add_legend(dot, folded)
-    unhinted = dot.copy()
-    unhinted.body = [line for i, line in enumerate(dot.body) if i not in spine]
     return DagPicture(
         source=dot.source,
-        source_without_spine=unhinted.source if spine else "",
+        spine_lines=spine,
         level=level,
         level_picked=picked,
         nodes=folded.number_of_nodes(),

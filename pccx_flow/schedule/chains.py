@@ -124,16 +124,18 @@ def chain_bounds(
     for pool, count, users in chain_resources(problem):
         if not users or count < 1:
             continue
-        if pool not in problem.pools and out:
-            # A lane class after the pools: walked only when its work plus the idle the
-            # pools' chains proved comes within `LANE_CHAIN_MARGIN` of the largest chain
-            # bound so far (the KV reads it waits for can add more than they added to the
-            # pools'). A shortcut for time (the pass over its many users is the costliest
-            # part at long contexts), not part of any bound: a skipped class only leaves
-            # its own bound out.
-            work_bound = -(-sum(cost[n] for n in users) // count)
-            if work_bound + idle < (1 - LANE_CHAIN_MARGIN) * max(out.values()):
-                continue
+        work_bound = -(-sum(cost[n] for n in users) // count)  # the resource's own bound
+        # A lane class after the pools: walked only when its work plus the idle the pools'
+        # chains proved comes within `LANE_CHAIN_MARGIN` of the largest chain bound so far
+        # (the KV reads it waits for can add more than they added to the pools'). A
+        # shortcut for time (the pass over its many users is the costliest part at long
+        # contexts), not part of any bound: a skipped class only leaves its own bound out.
+        if (
+            pool not in problem.pools
+            and out
+            and work_bound + idle < (1 - LANE_CHAIN_MARGIN) * max(out.values())
+        ):
+            continue
         bit = {n: 1 << i for i, n in enumerate(users)}
         by_cost: dict[int, list[int]] = defaultdict(list)
         for i, u in enumerate(users):
@@ -222,7 +224,7 @@ def chain_bounds(
         for (name, _), end in zip(variants, best_end, strict=True):
             out[f"{name}:{pool}"] = end
         if pool in problem.pools:
-            idle = max(idle, best_end[0] - -(-sum(cost[n] for n in users) // count))
+            idle = max(idle, best_end[0] - work_bound)
     return out
 
 
@@ -442,7 +444,7 @@ class _ForcedStarts:
     ) -> None:
         self.preds, self.succs = precedence
         self.finish, self.groups, self.index = finish, groups, problem.index
-        self.pool, self.order = pool, problem.order
+        self.pool = pool
         # the least cost of a reader of any source of each group (class docstring)
         self.reader_floor = [
             min((pool.cost[r] for n in g.sources for r in self.succs[n]), default=0)

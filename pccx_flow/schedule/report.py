@@ -75,9 +75,11 @@ def format_summary(metrics: dict, context: dict | None = None, *, top_lanes: int
         lines.append("  (pool_chain: pool work plus the chains around it; see chains.py)")
     if any(name.startswith("capacity_chain:") for name in bounds):
         lines.append("  (capacity_chain: pool_chain plus KV reads L2 cannot hold ahead of use)")
-    for cls in sorted({n.rpartition("_lanes")[0].partition(":")[2] for n in bounds
-                       if n.startswith("pool_chain:") and n.endswith("_lanes")}):  # fmt: skip
-        lines.append(f"  ({cls}_lanes: the {cls} lanes as a resource, as a pool of their number)")
+    for name in sorted(bounds):
+        if name.startswith("pool_chain:") and name.endswith("_lanes"):
+            cls = name.removeprefix("pool_chain:").removesuffix("_lanes")
+            note = f"the {cls} lanes as a resource, as a pool of their number"
+            lines.append(f"  ({cls}_lanes: {note})")
     lines += gap_split_lines(bounds, span)
     if metrics.get("below_bounds"):
         lines.append(
