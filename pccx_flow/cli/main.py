@@ -79,6 +79,7 @@ def quiet_worker_process() -> None:
     global _quiet
     _quiet = True
     _install()
+    quiet_orphaned_timeouts()
 
 
 if _started_as_the_program():
@@ -88,6 +89,7 @@ if _started_as_the_program():
 import argparse  # noqa: E402
 import errno  # noqa: E402
 import importlib  # noqa: E402
+import logging  # noqa: E402
 import warnings  # noqa: E402
 
 from pccx_flow import __version__  # noqa: E402
@@ -156,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     from pccx_flow.cli.streams import tolerant_streams
 
     previous = _install()
+    quiet_orphaned_timeouts()
     try:
         with tolerant_streams():
             return _main(argv)
@@ -195,6 +198,31 @@ def _main(argv: list[str] | None) -> int:
     for w in held:
         warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     return code
+
+
+class OrphanedTimeouts(logging.Filter):
+    """Drops asyncio's "Future exception was never retrieved" for a `TimeoutError`.
+
+    On a loaded machine Dask's teardown can give up on a close that waits with a timeout
+    (a worker's `BatchedSend.close`, which waits on a `tornado.locks.Event` with one:
+    distributed/batched.py) after its waiter was cancelled; the timeout then lands on a future
+    nobody holds and asyncio logs it when the future is collected, after the command's own
+    last line. It says nothing about the command's result. Every other unretrieved exception
+    is still logged.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        orphan = record.getMessage().startswith("Future exception was never retrieved")
+        return not (orphan and isinstance(exc, TimeoutError))
+
+
+_ORPHANED_TIMEOUTS = OrphanedTimeouts()
+
+
+def quiet_orphaned_timeouts() -> None:
+    """Install `OrphanedTimeouts` on the asyncio logger (once per process)."""
+    logging.getLogger("asyncio").addFilter(_ORPHANED_TIMEOUTS)  # a no-op when already there
 
 
 def _drop_stdout() -> None:
