@@ -109,7 +109,9 @@ def chain_bounds(
     preds, succs = hardware_precedence(problem)
     cost = {n: problem.min_cost(n) for n in problem.order}
     reach: dict[Node, tuple[Node, ...]] = {}
-    for n in problem.order:  # ancestors within `hops` edges
+    for n in problem.order:  # ancestors within `hops` edges (a node of one input needs none)
+        if len(preds[n]) < 2:
+            continue
         seen = set(preds[n])
         frontier = seen
         for _ in range(hops - 1):
@@ -189,13 +191,12 @@ def chain_bounds(
                 gaps[n] = [(direct[0], 0)]
                 continue
             row = []
-            for m in reach[n]:
+            for m in reach.get(n, ()):
                 between = desc[m] & a
-                gap = -(-work(between) // count)
                 if between:  # the users' work, after m's head and before n's tail
-                    gap += from_user[m] + to_user[n]
-                if gap or m in direct:
-                    row.append((m, gap))
+                    row.append((m, -(-work(between) // count) + from_user[m] + to_user[n]))
+                elif m in direct:
+                    row.append((m, 0))
             gaps[n] = row
         finishes = [{} for _ in variants]  # one longest-path pass per variant, side by side
         best_end = [0] * len(variants)
@@ -465,8 +466,10 @@ class _ForcedStarts:
         self.last_reader = [max(problem.index[r] for rs in g.holds for r in rs) for g in groups]
         self.t_f: list[int | None] = [None] * len(groups)
         self.partial: dict[Node, dict[int, int]] = {}  # group -> its sources among ancestors
-        self.covered: dict[Node, frozenset] = {}  # groups all of whose sources are ancestors
-        self.applied: dict[Node, frozenset] = {}  # groups whose start a node inherits
+        # Bit i set: group i. Sets of groups as ints: a step has a group per layer, and the
+        # late nodes carry them all, so set operations on them must stay cheap.
+        self.covered: dict[Node, int] = {}  # groups all of whose sources are ancestors
+        self.applied: dict[Node, int] = {}  # groups whose start a node inherits
 
     def freed_at_least(self, i: int) -> int:
         """t_f of group `i` (class docstring); all of its readers are final in the pass."""
@@ -567,36 +570,34 @@ class _ForcedStarts:
     def start_at_least(self, n: Node) -> int:
         """The largest forced start of `n` (0 if none); call once per node, in order."""
         preds = self.preds[n]
-        covered: frozenset = frozenset()
-        applied: frozenset = frozenset()
+        covered = applied = 0
         partial: dict[int, int] = {}
         for p in preds:
-            c, a = self.covered[p], self.applied[p]
-            if not c <= covered:  # shared with the input when it adds to nothing
-                covered = covered | c if covered else c
-            if not a <= applied:
-                applied = applied | a if applied else a
+            covered |= self.covered[p]
+            applied |= self.applied[p]
             for i, m in self.partial[p].items():
                 partial[i] = partial.get(i, 0) | m
             for i, bit in self.bits_of.get(p, ()):
                 partial[i] = partial.get(i, 0) | bit
         if partial:
-            done = [i for i, m in partial.items() if i in covered or m == self.full[i]]
+            done = [i for i, m in partial.items() if covered >> i & 1 or m == self.full[i]]
             for i in done:
                 del partial[i]
-            covered = covered.union(done) if done else covered
+                covered |= 1 << i
         self.partial[n], self.covered[n] = partial or _NO_PARTIAL, covered
-        best, added, idx = 0, [], self.index[n]
-        if not covered <= applied:
-            for i in covered - applied:
-                if idx <= self.last_reader[i]:
-                    continue
-                g = self.groups[i]
-                t = self.freed_at_least(i) + -(-g.late_work // g.lanes)
-                if not any(p in g.sources for p in preds):  # n reads no source itself
-                    t += self.reader_floor[i]
-                if t > best:
-                    best = t
-                added.append(i)
-        self.applied[n] = applied | frozenset(added) if added else applied
+        best, idx = 0, self.index[n]
+        pending = covered & ~applied
+        while pending:
+            i = pending.bit_length() - 1
+            pending ^= 1 << i
+            if idx <= self.last_reader[i]:
+                continue
+            g = self.groups[i]
+            t = self.freed_at_least(i) + -(-g.late_work // g.lanes)
+            if not any(p in g.sources for p in preds):  # n reads no source itself
+                t += self.reader_floor[i]
+            if t > best:
+                best = t
+            applied |= 1 << i
+        self.applied[n] = applied
         return best
