@@ -17,7 +17,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ORDER = (
     "graph", "schedulers", "memory", "compare", "render", "weights", "reference", "execute",
-    "float64", "dashboard", "lower", "replay", "explore",
+    "float64", "dashboard", "lower", "replay", "explore", "speed",
 )  # fmt: skip
 
 

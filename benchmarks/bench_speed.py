@@ -1,0 +1,203 @@
+"""The long-context step's wall time by stage, as medians over repeated runs in one process.
+
+`bench_gap.py` times each stage once per point, beside everything else it runs; on a noisy
+machine one run says little. This builds the E4B step at one position per profile and
+times, `--runs` times each, in one process: building the graph, the problem within L2, the
+bounds `schedule` prints (`step_bounds`), and `heft` with its validation, the cyclic
+collector paused during each run as `schedule` runs the step (what a run made is collected
+before the next). The profiles' runs alternate, so the `heft` ratio is taken pair by pair
+while the machine's speed drifts (target: `heft` on `v002-as-built` within 1.5x of its
+`v002-spec` time).
+
+Between processes this machine's speed drifts by tens of percent, more than most changes
+to one pass. `--chains-against REV` compares the bounds' chain pass (`chain_bounds`, the
+costly part of `step_bounds`) with the `pccx_flow/schedule/chains.py` of git revision REV,
+loaded beside this one: the two run alternately in one process on the same problem, must
+give the same bounds, and their ratio is taken pair by pair (only for a revision whose
+chains.py runs on today's package). Wall times are this machine's; no NPU time is measured.
+
+    python benchmarks/bench_speed.py                       # position 8191, 5 runs
+    python benchmarks/bench_speed.py --position 1023 --runs 7
+    python benchmarks/bench_speed.py --runs 7 --chains-against HEAD~1
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from pccx_flow import atomic  # noqa: E402
+from pccx_flow.collector import collector_paused  # noqa: E402
+from pccx_flow.graph.build import build_decode_graph  # noqa: E402
+from pccx_flow.hardware.profile import load_profile  # noqa: E402
+from pccx_flow.schedule import chains  # noqa: E402
+from pccx_flow.schedule.metrics import step_bounds  # noqa: E402
+from pccx_flow.schedule.problem import problem_from_graph  # noqa: E402
+from pccx_flow.schedule.registry import make_policy, run_on_problem  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+PROFILES = ("v002-spec", "v002-as-built")
+STAGES = ("graph", "problem", "bounds", "heft")
+
+
+def _timed(fn, *args, **kwargs):
+    t = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - t
+
+
+def one_run(profile_name: str, position: int) -> dict[str, float]:
+    """Seconds of each stage for one build of the step (`STAGES`), the cyclic collector
+    paused as in `schedule`, and everything it made collected before the next run."""
+    profile = load_profile(profile_name)
+    with collector_paused(collect_after=True):
+        graph, g_s = _timed(build_decode_graph, "e4b", position=position, profile=profile)
+        problem, p_s = _timed(problem_from_graph, graph, profile, memory=True)
+        _, b_s = _timed(step_bounds, problem, profile)
+        policy = make_policy("heft")
+        _, h_s = _timed(run_on_problem, policy, problem, label="heft", profile=profile.name)
+    del graph, problem
+    gc.collect()
+    return dict(zip(STAGES, (g_s, p_s, b_s, h_s), strict=True))
+
+
+def measure(position: int, runs: int) -> dict:
+    seconds: dict[str, dict[str, list[float]]] = {p: {s: [] for s in STAGES} for p in PROFILES}
+    for _ in range(runs):
+        for p in PROFILES:  # alternated: a drift of the machine reaches both alike
+            for stage, s in one_run(p, position).items():
+                seconds[p][stage].append(s)
+    ratios = [
+        a / s
+        for a, s in zip(seconds["v002-as-built"]["heft"], seconds["v002-spec"]["heft"], strict=True)
+    ]
+    return {
+        "position": position,
+        "runs": runs,
+        "seconds": seconds,
+        "median": {
+            p: {s: statistics.median(v) for s, v in by.items()} for p, by in seconds.items()
+        },
+        "heft_as_built_over_spec": {
+            "median": statistics.median(ratios),
+            "min": min(ratios),
+            "max": max(ratios),
+        },
+        "load_average": os.getloadavg(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+    }
+
+
+def chains_of(rev: str):
+    """The chains module of git revision `rev`, loaded under another name."""
+    root = HERE.parent
+    source = subprocess.run(
+        ["git", "show", f"{rev}:pccx_flow/schedule/chains.py"],
+        cwd=root, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "chains_then.py"
+        path.write_text(source)
+        spec = importlib.util.spec_from_file_location("chains_then", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # its dataclasses look their module up
+        spec.loader.exec_module(module)
+    return module
+
+
+def chains_against(rev: str, position: int, runs: int) -> dict:
+    """Per profile: `chain_bounds` (both variants, as `step_bounds` asks) of this checkout
+    and of `rev`, alternated `runs` times; the bounds must agree."""
+    then = chains_of(rev)
+    out = {}
+    with collector_paused(collect_after=True):
+        for p in PROFILES:
+            profile = load_profile(p)
+            graph = build_decode_graph("e4b", position=position, profile=profile)
+            problem = problem_from_graph(graph, profile, memory=True)
+            now_s, then_s = [], []
+            for _ in range(runs):
+                a, t_then = _timed(then.chain_bounds, problem, capacity=True)
+                b, t_now = _timed(chains.chain_bounds, problem, capacity=True)
+                if a != b:
+                    raise SystemExit(f"{p}: the bounds differ from {rev}'s: {b} against {a}")
+                then_s.append(t_then)
+                now_s.append(t_now)
+            ratios = [n / t for n, t in zip(now_s, then_s, strict=True)]
+            out[p] = {
+                "now_median": statistics.median(now_s),
+                "then_median": statistics.median(then_s),
+                "ratio_median": statistics.median(ratios),
+                "ratio_min": min(ratios),
+                "ratio_max": max(ratios),
+            }
+    return {"revision": rev, "position": position, "runs": runs, "profiles": out}
+
+
+def format_against(r: dict) -> str:
+    lines = [
+        f"chain_bounds at position {r['position']}, this checkout against {r['revision']}, "
+        f"alternated {r['runs']} times in one process (same bounds):"
+    ]
+    for p, x in r["profiles"].items():
+        lines.append(
+            f"  {p:<14} {x['now_median']:.3f} s against {x['then_median']:.3f} s: "
+            f"{x['ratio_median']:.2f}x ({x['ratio_min']:.2f}-{x['ratio_max']:.2f}x)"
+        )
+    return "\n".join(lines)
+
+
+def format_result(r: dict) -> str:
+    lines = [f"E4B step at position {r['position']}: median of {r['runs']} runs (wall s)"]
+    lines.append(f"  {'profile':<14}" + "".join(f"{s:>9}" for s in STAGES) + f"{'total':>9}")
+    for p, by in r["median"].items():
+        lines.append(
+            f"  {p:<14}" + "".join(f"{by[s]:9.3f}" for s in STAGES) + f"{sum(by.values()):9.3f}"
+        )
+    h = r["heft_as_built_over_spec"]
+    lines.append(
+        f"  heft v002-as-built / v002-spec, pair by pair: {h['median']:.2f}x "
+        f"({h['min']:.2f}-{h['max']:.2f}x; target <= 1.5x)"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--position", type=int, default=8191)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "speed.json")
+    parser.add_argument(
+        "--chains-against", metavar="REV",
+        help="compare chain_bounds with git revision REV's, alternated in one process",
+    )  # fmt: skip
+    args = parser.parse_args(argv)
+    if args.chains_against:
+        against = chains_against(args.chains_against, args.position, max(1, args.runs))
+        out = args.out.with_name("speed_chains.json") if args.out.name == "speed.json" else args.out
+        atomic.write_text(out, json.dumps(against, indent=1) + "\n")
+        print(format_against(against))
+        print(f"wrote {out}", file=sys.stderr)
+        return 0
+    result = measure(args.position, max(1, args.runs))
+    atomic.write_text(args.out, json.dumps(result, indent=1) + "\n")
+    print(format_result(result))
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

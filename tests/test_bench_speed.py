@@ -1,0 +1,37 @@
+"""The speed benchmark's loader of an earlier chains.py, on a small step."""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pccx_flow.graph.build import build_decode_graph
+from pccx_flow.hardware.profile import load_profile
+from pccx_flow.schedule import chains
+from pccx_flow.schedule.problem import problem_from_graph
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _in_git() -> bool:
+    if shutil.which("git") is None:
+        return False
+    r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True)
+    return r.returncode == 0
+
+
+@pytest.mark.skipif(not _in_git(), reason="needs a git checkout to load a revision's file")
+def test_a_revisions_chains_load_beside_these_and_give_the_committed_bounds(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    bench = importlib.import_module("bench_speed")
+    then = bench.chains_of("HEAD")
+    assert then is not chains and then.__name__ == "chains_then"
+    profile = load_profile("v002-spec")
+    graph = build_decode_graph("tiny", position=9, profile=profile)
+    problem = problem_from_graph(graph, profile, memory=True)
+    now = chains.chain_bounds(problem, capacity=True)
+    assert now and then.chain_bounds(problem, capacity=True) == now
