@@ -39,6 +39,8 @@ def fake_device_cluster(n_workers: int, *, page: bool = False) -> Iterator[tuple
     import dask
     from distributed import Client, LocalCluster
 
+    from pccx_flow.dashboard.cluster import SILENCE_BELOW
+
     scheduler_kwargs = {"preload": ["pccx_flow.dashboard.preload"]} if page else {}
     with dask.config.set({"distributed.dashboard.link": "http://127.0.0.1:{port}/status"}):
         cluster = LocalCluster(
@@ -52,6 +54,7 @@ def fake_device_cluster(n_workers: int, *, page: bool = False) -> Iterator[tuple
             preload=[PRELOAD, "pccx_flow.cluster.interrupt_preload"],
             preload_argv=[["--npu", "fake"], []],
             scheduler_kwargs=scheduler_kwargs,
+            silence_logs=SILENCE_BELOW,
         )
         client = Client(cluster, set_as_default=False)
         try:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 PRELOAD = "pccx_flow.dashboard.preload"
+# Dask's log level for the local clusters of the command line: its errors still print.
+SILENCE_BELOW = logging.ERROR
 
 
 @contextlib.contextmanager
@@ -20,7 +23,10 @@ def loopback_cluster(
     with 127.0.0.1 while the cluster lives (Dask reads that setting when the link is asked
     for, so it is held for the whole block). The scheduler runs `preload` (the lanes page by
     default; ``()`` for none). `worker_kwargs` go to the worker (e.g. ``resources``). Both
-    are closed when the block ends.
+    are closed when the block ends. Dask's own log lines below ERROR are not printed: the
+    step runs in this process and holds the GIL, so on a loaded machine the scheduler's
+    "event loop was unresponsive" warnings would otherwise land among the command's output
+    (`SILENCE_BELOW`).
     """
     import dask
     from distributed import Client, LocalCluster
@@ -33,6 +39,7 @@ def loopback_cluster(
             dashboard_address="127.0.0.1:0",
             worker_dashboard_address="127.0.0.1:0",
             scheduler_kwargs={"preload": list(preload)} if preload else {},
+            silence_logs=SILENCE_BELOW,
             **worker_kwargs,
         )
         client = Client(cluster, set_as_default=False)
