@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from pccx_flow.collector import collector_paused
 from pccx_flow.errors import InputError
 from pccx_flow.execute.executor import CONNECT_TIMEOUT_S, connect, execute
 from pccx_flow.execute.runtime import WeightsRef
@@ -163,31 +164,35 @@ def generate(
     with connect(client, scheduler, connect_timeout) as dist:
         try:
             for position in range(n_positions):
-                t0 = time.perf_counter()
-                graph, schedule = build(position)
-                result.build_seconds.append(time.perf_counter() - t0)
-                token_in = state.token_id
-                if on_plan is not None:
-                    on_plan(position, n_positions, graph, schedule)
-                t0 = time.perf_counter()
-                if run_step is not None:
-                    logits = run_step(graph, schedule, state, precision)
-                else:
-                    logits = execute(
-                        graph,
-                        ref,
-                        state,
-                        schedule=schedule,
-                        client=dist,
-                        scheduler=None if dist is not None else scheduler,
-                        fuse=fuse,
-                        precision=precision,
-                    )
-                seconds = time.perf_counter() - t0
-                result.logits.append(logits)
-                result.step_seconds.append(seconds)
-                if on_step is not None:
-                    on_step(position, token_in, logits, seconds, state)
+                # the step's graph, plan and tasks live until it is done: the cyclic
+                # collector would only rescan them (`pccx_flow.collector`)
+                with collector_paused(collect_after=True):
+                    t0 = time.perf_counter()
+                    graph, schedule = build(position)
+                    result.build_seconds.append(time.perf_counter() - t0)
+                    token_in = state.token_id
+                    if on_plan is not None:
+                        on_plan(position, n_positions, graph, schedule)
+                    t0 = time.perf_counter()
+                    if run_step is not None:
+                        logits = run_step(graph, schedule, state, precision)
+                    else:
+                        logits = execute(
+                            graph,
+                            ref,
+                            state,
+                            schedule=schedule,
+                            client=dist,
+                            scheduler=None if dist is not None else scheduler,
+                            fuse=fuse,
+                            precision=precision,
+                        )
+                    seconds = time.perf_counter() - t0
+                    result.logits.append(logits)
+                    result.step_seconds.append(seconds)
+                    if on_step is not None:
+                        on_step(position, token_in, logits, seconds, state)
+                    del graph, schedule
                 if bar is not None:
                     bar.update(1)
                 if position + 1 < len(prompt):
