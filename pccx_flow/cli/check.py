@@ -68,13 +68,15 @@ def count_table(graph) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pccx_flow.collector import collector_paused
     from pccx_flow.graph.check import check_graph
     from pccx_flow.hardware.profile import load_profile
     from pccx_flow.schedule.metrics import step_bounds
     from pccx_flow.schedule.problem import problem_from_graph
 
     profile = load_profile(args.profile)
-    with phase_bar(3, args.no_progress) as bar:
+    # the step's objects live until the command ends (`pccx_flow.collector`)
+    with collector_paused(), phase_bar(3, args.no_progress) as bar:
         if args.graph is not None:
             from pccx_flow.graph.export import read_graph
 

@@ -172,15 +172,19 @@ def run(args: argparse.Namespace) -> int:
     from pccx_flow.board.program.ddr import check_ddr_capacity, step_kv_dtype
 
     check_ddr_capacity(step.config, profile, step_kv_dtype(step.semantics, target))
-    graph = step.build(profile, row_align=row_align_for(target))
-    # The L2-aware timeline: a schedule whose live tensors fit the profile's L2 and SFU reach,
-    # so the allocator below can place it.
-    problem = problem_from_graph(graph, profile, memory=True)
-    schedule = run_policy(problem, profile, args.policy, seed=args.seed)
-    t0 = time.perf_counter()
-    program = lower(
-        graph, schedule, profile, step.config, done_markers=args.done_markers, target=target.name
-    )
+    from pccx_flow.collector import collector_paused
+
+    with collector_paused():  # the step's objects live until it is lowered (pccx_flow.collector)
+        graph = step.build(profile, row_align=row_align_for(target))
+        # The L2-aware timeline: a schedule whose live tensors fit the profile's L2 and SFU
+        # reach, so the allocator below can place it.
+        problem = problem_from_graph(graph, profile, memory=True)
+        schedule = run_policy(problem, profile, args.policy, seed=args.seed)
+        t0 = time.perf_counter()
+        program = lower(
+            graph, schedule, profile, step.config, done_markers=args.done_markers,
+            target=target.name,
+        )  # fmt: skip
     program.meta["seed"] = args.seed  # so a replay can rebuild the same list schedule
     t1 = time.perf_counter()
     print(format_summary(program.summary, program.meta))
