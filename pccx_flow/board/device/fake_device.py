@@ -20,8 +20,12 @@ kick, poll) runs unchanged in CI. A device thread models what the host can see o
   error bits cleared by ERR_W1C. Commands complete when the batch that uses them runs.
 
 A register file cannot tell its writer that a value changed, so the host's `Window` reports
-each access through `FakeBus` and waits for the device thread to take it, as an AXI-Lite
-write waits for its response. A device that stops answering therefore shows as a timeout.
+each access through `FakeBus`. Writes are posted, as an Arm core posts stores to device
+memory: the value goes to the device thread in order and the host goes on. The kick, a read
+with a side effect (STS_POP) and the first read after posted writes wait for the device to
+take every access before them (device memory keeps one peripheral's accesses in order), so
+a read never sees a register the device has not updated yet. A device that stops
+answering therefore shows as a timeout at the next access that waits.
 
 Faults can be injected at a given batch: DONE never comes, a sticky DMA error on a page, the
 device disappears (file removed, or the device stops answering). And on a DataMover page:
@@ -60,31 +64,41 @@ class _Page:
 
 
 class FakeBus:
-    """The fake device's side of the register port: each access waits for the device."""
+    """The fake device's side of the register port (module docstring: posted writes, waits)."""
 
     def __init__(self, device: FakeDevice, answer_timeout: float):
         self.device = device
         self.answer_timeout = answer_timeout
+        self._posted = False  # writes sent since the device last answered
 
-    def _transact(self, kind: str, offset: int, size: int) -> None:
+    def _transact(self, kind: str, offset: int, size: int, value: bytes = b"") -> None:
         # the device releases it as its answer (~13 µs a round trip, ~30 with an Event);
         # a fresh one per access, so a late answer never passes for the next one's
         answered = threading.Lock()
         answered.acquire()
-        self.device._inbox.put((kind, offset, size, answered))
+        self.device._inbox.put((kind, offset, size, value, answered))
         if not answered.acquire(timeout=self.answer_timeout):
             raise DeviceGone(
                 f"device {self.device.device_path} did not answer a register"
                 f" {'write' if kind == 'w' else 'read'} at {offset:#x} within"
                 f" {self.answer_timeout:g} s"
             )
+        self._posted = False  # the device took every access before this one, in order
 
     def wrote(self, offset: int, size: int) -> None:
-        self._transact("w", offset, size)
+        # the value as written now: a later write to the same register must not replace it
+        value = bytes(self.device._mm[offset : offset + size])
+        if self.device.regs.kick <= offset < self.device.regs.kick + 8:
+            self._transact("w", offset, size, value)  # the host waits for its kick
+            return
+        self.device._inbox.put(("w", offset, size, value, None))
+        self._posted = True
 
     def will_read(self, offset: int, size: int) -> None:
-        if offset in self.device._pop_offsets:  # only reads with a side effect need the device
+        if offset in self.device._pop_offsets:  # a read with a side effect needs the device
             self._transact("r", offset, size)
+        elif self._posted:  # the registers it reads may still change with those writes
+            self._transact("sync", offset, size)
 
 
 class FakeDevice:
@@ -229,13 +243,14 @@ class FakeDevice:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                kind, offset, size, answered = self._inbox.get(timeout=0.02)
+                kind, offset, size, value, answered = self._inbox.get(timeout=0.02)
             except queue.Empty:
                 continue
             if self._silent:
                 continue  # a device that is gone never answers
-            after = self._access(kind, offset, size)
-            answered.release()
+            after = self._access(kind, offset, size, value)
+            if answered is not None:
+                answered.release()
             if after is not None:
                 after()
 
@@ -256,8 +271,13 @@ class FakeDevice:
         ):
             struct.pack_into("<I", self._mm, self.regs.page_register(name, reg), value)
 
-    def _access(self, kind: str, offset: int, size: int) -> Callable[[], None] | None:
+    def _access(
+        self, kind: str, offset: int, size: int, value: bytes
+    ) -> Callable[[], None] | None:
+        """Take one access; a write's `value` is its bytes as the host wrote them."""
         regs = self.regs
+        if kind == "sync":
+            return None
         if kind == "r":
             name, _ = self._by_offset[offset]
             page = self.pages[name]
@@ -272,7 +292,7 @@ class FakeDevice:
                     " 64-bit write per word"
                 )
                 return None
-            word = struct.unpack_from("<Q", self._mm, offset)[0]
+            word = int.from_bytes(value, "little")
             if regs.command_fifo == "reissue":
                 # the public AXIL_CMD_IN decodes the last word again every cycle until the
                 # next write; a kick-marker word (opcode 0x8, dropped) ends that harmlessly
@@ -301,7 +321,7 @@ class FakeDevice:
             return self._kick()
         if offset in self._by_offset:
             name, reg = self._by_offset[offset]
-            self._page_write(name, reg, struct.unpack_from("<I", self._mm, offset)[0])
+            self._page_write(name, reg, int.from_bytes(value[:4], "little"))
             self._refresh_page(name)
         return None
 

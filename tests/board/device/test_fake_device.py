@@ -58,8 +58,9 @@ def test_datamover_command_staging_and_status(device):
     cmd = regmap.encode_command(addr=0x7000_0000, tag=0x5, length_bytes=4096)
     assert npu.flags("hp2") & regmap.FLAG_CMD_EMPTY
     npu.push_command("hp2", cmd)
-    assert dev.pages["hp2"].log == [cmd]  # the 72 bits staged through CMD_LO/HI/EXT
+    # the writes are posted: the next read waits until the device took them
     assert npu.window.read32(REGS.page_register("hp2", "CMD_LVL")) == 1
+    assert dev.pages["hp2"].log == [cmd]  # the 72 bits staged through CMD_LO/HI/EXT
     assert npu.pop_status("hp2") is None  # nothing completed yet
     npu.write_instruction(MEMSET)
     npu.kick()
@@ -108,9 +109,13 @@ def test_device_that_stops_answering(device):
     dev, npu, _ = device
     dev.disappear(at_batch=0, how="silent")
     dev.bus.answer_timeout = 0.2
-    npu.kick()
-    with pytest.raises(DeviceGone, match="did not answer a register write at 0x0 within 0.2 s"):
-        npu.write_instruction(MEMSET)
+    npu.kick()  # taken; the device stops answering while it runs the batch
+    npu.write_instruction(MEMSET)  # posted: the host goes on
+    gone = f"did not answer a register read at {REGS.status:#x} within 0.2 s"
+    with pytest.raises(DeviceGone, match=gone):
+        npu.status()  # the first read after a posted write waits for the device
+    with pytest.raises(DeviceGone, match="did not answer a register write at 0x"):
+        npu.kick()  # a kick always waits
 
 
 def test_device_file_removed(device):
