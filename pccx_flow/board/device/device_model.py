@@ -20,12 +20,14 @@ host may add (`_foreign`). `corrupt_at` injects a wrong value for tests.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from pccx_flow.board.device import regmap
 from pccx_flow.board.device.cma import Buffer, resolve
 from pccx_flow.board.device.ddr_image import ImageKV, ImageWeights, kv_views
-from pccx_flow.board.device.fake_device import program_model
+from pccx_flow.board.device.fake_device import OnBatch
 from pccx_flow.board.device.transfers import word_transfers
 from pccx_flow.board.emulator.emulate import UNITS_PER_WORD, Emulator, batch_rule_violation
 from pccx_flow.board.emulator.l2 import STORED
@@ -33,6 +35,49 @@ from pccx_flow.board.isa import L2_WORD_BYTES, IsaError, decode, memcpy_length_w
 from pccx_flow.board.isa.target import BF16
 from pccx_flow.board.program.lower import DONE_SCRATCH
 from pccx_flow.errors import BoardError
+
+
+def program_model(program, run_word: Callable[[int, int], None],
+                  foreign: Callable[[list[int]], bool] | None = None) -> OnBatch:  # fmt: skip
+    """An `on_batch` that runs each received word as ``run_word(index, word)``.
+
+    A word model (an emulator's per-word step) needs each word's index in the program, which
+    the device never sees; batches reach the device in program order, so the k-th kick is the
+    program's k-th batch. A received word that differs from the program's, or a batch the
+    program does not have, raises, which the fake device reports as its ERROR bit, unless
+    `foreign` takes it (a batch the host adds between the program's, such as an L2 read-back:
+    `foreign(words)` runs it and returns True). `program` is a
+    `pccx_flow.board.device.dispatch.DispatchProgram`.
+    """
+    spans = [(s.get("start"), s["end"]) for s in program.steps if s.get("kind") == "batch"]
+    prev = 0
+    for k, (start, end) in enumerate(spans):  # start defaults to the previous batch's end
+        spans[k] = (prev if start is None else start, end)
+        prev = end
+    done = [0]  # the program's batches received so far
+
+    def on_batch(words: list[int]) -> None:
+        k = done[0]
+        want = list(program.words[spans[k][0] : spans[k][1] - 1]) if k < len(spans) else None
+        if words != want and foreign is not None and foreign(words):
+            return
+        if k >= len(spans):
+            raise BoardError(f"batch {k} received, the program has {len(spans)}")
+        done[0] += 1
+        start, end = spans[k]
+        if words != want:
+            pairs = zip(words, want, strict=False)
+            first = next(
+                (j for j, (a, b) in enumerate(pairs) if a != b), min(len(words), len(want))
+            )
+            raise BoardError(
+                f"batch {k}: word {start + first} differs from the program's"
+                f" ({len(words)} words received, {len(want)} expected)"
+            )
+        for j, word in enumerate(words):
+            run_word(start + j, word)
+
+    return on_batch
 
 
 class DeviceModel:

@@ -271,9 +271,7 @@ class FakeDevice:
         ):
             struct.pack_into("<I", self._mm, self.regs.page_register(name, reg), value)
 
-    def _access(
-        self, kind: str, offset: int, size: int, value: bytes
-    ) -> Callable[[], None] | None:
+    def _access(self, kind: str, offset: int, size: int, value: bytes) -> Callable[[], None] | None:
         """Take one access; a write's `value` is its bytes as the host wrote them."""
         regs = self.regs
         if kind == "sync":
@@ -395,46 +393,3 @@ class FakeDevice:
             self._status(0)  # finished, but this batch cannot raise DONE (the RTL's rule)
             return
         self._status(self.regs.done_mask | (self.regs.error_mask if error else 0))
-
-
-def program_model(program, run_word: Callable[[int, int], None],
-                  foreign: Callable[[list[int]], bool] | None = None) -> OnBatch:  # fmt: skip
-    """An `on_batch` that runs each received word as ``run_word(index, word)``.
-
-    A word model (an emulator's per-word step) needs each word's index in the program, which
-    the device never sees; batches reach the device in program order, so the k-th kick is the
-    program's k-th batch. A received word that differs from the program's, or a batch the
-    program does not have, raises, which the fake device reports as its ERROR bit, unless
-    `foreign` takes it (a batch the host adds between the program's, such as an L2 read-back:
-    `foreign(words)` runs it and returns True). `program` is a
-    `pccx_flow.board.device.dispatch.DispatchProgram`.
-    """
-    spans = [(s.get("start"), s["end"]) for s in program.steps if s.get("kind") == "batch"]
-    prev = 0
-    for k, (start, end) in enumerate(spans):  # start defaults to the previous batch's end
-        spans[k] = (prev if start is None else start, end)
-        prev = end
-    done = [0]  # the program's batches received so far
-
-    def on_batch(words: list[int]) -> None:
-        k = done[0]
-        want = list(program.words[spans[k][0] : spans[k][1] - 1]) if k < len(spans) else None
-        if words != want and foreign is not None and foreign(words):
-            return
-        if k >= len(spans):
-            raise BoardError(f"batch {k} received, the program has {len(spans)}")
-        done[0] += 1
-        start, end = spans[k]
-        if words != want:
-            pairs = zip(words, want, strict=False)
-            first = next(
-                (j for j, (a, b) in enumerate(pairs) if a != b), min(len(words), len(want))
-            )
-            raise BoardError(
-                f"batch {k}: word {start + first} differs from the program's"
-                f" ({len(words)} words received, {len(want)} expected)"
-            )
-        for j, word in enumerate(words):
-            run_word(start + j, word)
-
-    return on_batch

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 import pytest
 
 from pccx_flow.board.device import regmap
+from pccx_flow.board.device.device_model import program_model
 from pccx_flow.board.device.dispatch import Descriptor, dispatch, plan
-from pccx_flow.board.device.fake_device import FakeDevice, program_model
+from pccx_flow.board.device.fake_device import FakeDevice
 from pccx_flow.errors import BoardError
 from pccx_flow.hardware.profile import load_profile
 
