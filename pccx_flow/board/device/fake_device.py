@@ -86,8 +86,11 @@ class FakeBus:
         self._posted = False  # the device took every access before this one, in order
 
     def wrote(self, offset: int, size: int) -> None:
+        mm = self.device._mm
+        if mm.closed:  # the device was stopped: nothing will ever take the write
+            raise DeviceGone(f"device {self.device.device_path} is stopped")
         # the value as written now: a later write to the same register must not replace it
-        value = bytes(self.device._mm[offset : offset + size])
+        value = bytes(mm[offset : offset + size])
         if self.device.regs.kick <= offset < self.device.regs.kick + 8:
             self._transact("w", offset, size, value)  # the host waits for its kick
             return

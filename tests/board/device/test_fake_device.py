@@ -188,3 +188,11 @@ def test_a_stuck_command_fifo_is_full_from_the_start_and_never_drains(device):
     npu.wait_done(timeout=5.0)
     assert npu.window.read32(REGS.page_register("hp3", "CMD_LVL")) == regmap.FIFO_DEPTH
     assert npu.pop_status("hp3") is None
+
+
+def test_a_write_to_a_stopped_device_is_device_gone(tmp_path):
+    with FakeDevice(tmp_path, REGS) as dev:
+        npu = dev.open()
+        npu.write_instruction(MEMSET)
+    with pytest.raises(DeviceGone, match="is stopped"):
+        npu.write_instruction(MEMSET)  # one line for the host, not the mmap's ValueError
