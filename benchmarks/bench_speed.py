@@ -58,6 +58,11 @@ def _timed(fn, *args, **kwargs):
     return out, time.perf_counter() - t
 
 
+def _spread(values: list[float]) -> tuple[float, float, float]:
+    """(median, min, max) of `values`."""
+    return statistics.median(values), min(values), max(values)
+
+
 def one_run(profile_name: str, position: int) -> dict[str, float]:
     """Seconds of each stage for one build of the step (`STAGES`), the cyclic collector
     paused as in `schedule`, and everything it made collected before the next run."""
@@ -79,10 +84,8 @@ def measure(position: int, runs: int) -> dict:
         for p in PROFILES:  # alternated: a drift of the machine reaches both alike
             for stage, s in one_run(p, position).items():
                 seconds[p][stage].append(s)
-    ratios = [
-        a / s
-        for a, s in zip(seconds["v002-as-built"]["heft"], seconds["v002-spec"]["heft"], strict=True)
-    ]
+    as_built, spec = seconds["v002-as-built"]["heft"], seconds["v002-spec"]["heft"]
+    ratio = _spread([a / s for a, s in zip(as_built, spec, strict=True)])
     return {
         "position": position,
         "runs": runs,
@@ -90,11 +93,7 @@ def measure(position: int, runs: int) -> dict:
         "median": {
             p: {s: statistics.median(v) for s, v in by.items()} for p, by in seconds.items()
         },
-        "heft_as_built_over_spec": {
-            "median": statistics.median(ratios),
-            "min": min(ratios),
-            "max": max(ratios),
-        },
+        "heft_as_built_over_spec": dict(zip(("median", "min", "max"), ratio, strict=True)),
         "load_average": os.getloadavg(),
         "machine": platform.machine(),
         "python": platform.python_version(),
@@ -136,13 +135,11 @@ def chains_against(rev: str, position: int, runs: int) -> dict:
                     raise SystemExit(f"{p}: the bounds differ from {rev}'s: {b} against {a}")
                 then_s.append(t_then)
                 now_s.append(t_now)
-            ratios = [n / t for n, t in zip(now_s, then_s, strict=True)]
+            ratio = _spread([n / t for n, t in zip(now_s, then_s, strict=True)])
             out[p] = {
                 "now_median": statistics.median(now_s),
                 "then_median": statistics.median(then_s),
-                "ratio_median": statistics.median(ratios),
-                "ratio_min": min(ratios),
-                "ratio_max": max(ratios),
+                **dict(zip(("ratio_median", "ratio_min", "ratio_max"), ratio, strict=True)),
             }
     return {"revision": rev, "position": position, "runs": runs, "profiles": out}
 

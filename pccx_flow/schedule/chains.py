@@ -64,8 +64,16 @@ def chain_resources(problem: SchedulingProblem) -> list[tuple[str, int, list[Nod
     for cls, lanes in sorted(by_class.items()):
         users = [n for n in problem.order if problem.costs[n].keys() <= lanes]
         if users and sum(problem.min_cost(n) for n in users) / len(lanes) >= pool_work:
-            out.append((f"{cls}_lanes", len(lanes), users))
+            out.append((lane_resource(cls), len(lanes), users))
     return out
+
+
+LANES_SUFFIX = "_lanes"
+
+
+def lane_resource(lane_class: str) -> str:
+    """The name `chain_resources` gives lane class `lane_class` as a resource (``C_lanes``)."""
+    return lane_class + LANES_SUFFIX
 
 
 def chain_bounds(

@@ -6,6 +6,8 @@ text says so on each line that carries one; no pccx board has ever been timed.
 
 from __future__ import annotations
 
+from pccx_flow.schedule.chains import LANES_SUFFIX, lane_resource
+
 WIDTH = 80
 
 
@@ -76,10 +78,11 @@ def format_summary(metrics: dict, context: dict | None = None, *, top_lanes: int
     if any(name.startswith("capacity_chain:") for name in bounds):
         lines.append("  (capacity_chain: pool_chain plus KV reads L2 cannot hold ahead of use)")
     for name in sorted(bounds):
-        if name.startswith("pool_chain:") and name.endswith("_lanes"):
-            cls = name.removeprefix("pool_chain:").removesuffix("_lanes")
+        if name.startswith("pool_chain:") and name.endswith(LANES_SUFFIX):
+            resource = name.removeprefix("pool_chain:")
+            cls = resource.removesuffix(LANES_SUFFIX)
             note = f"the {cls} lanes as a resource, as a pool of their number"
-            lines.append(f"  ({cls}_lanes: {note})")
+            lines.append(f"  ({resource}: {note})")
     lines += gap_split_lines(bounds, span)
     if metrics.get("below_bounds"):
         lines.append(
@@ -177,7 +180,7 @@ def gap_split_lines(bounds: dict[str, int], span: int) -> list[str]:
         if kind not in ("pool", "lane_class") or not work:
             continue
         # a lane class's chains are named after it as a resource (`chains.chain_resources`)
-        pool = what if kind == "pool" else f"{what}_lanes"
+        pool = what if kind == "pool" else lane_resource(what)
         chain = bounds.get(f"pool_chain:{pool}")
         if chain is None or span <= work:
             continue

@@ -91,7 +91,7 @@ class FakeBus:
             raise DeviceGone(f"device {self.device.device_path} is stopped")
         # the value as written now: a later write to the same register must not replace it
         value = bytes(mm[offset : offset + size])
-        if self.device.regs.kick <= offset < self.device.regs.kick + 8:
+        if self.device.is_kick(offset):
             self._transact("w", offset, size, value)  # the host waits for its kick
             return
         self.device._inbox.put(("w", offset, size, value, None))
@@ -274,6 +274,10 @@ class FakeDevice:
         ):
             struct.pack_into("<I", self._mm, self.regs.page_register(name, reg), value)
 
+    def is_kick(self, offset: int) -> bool:
+        """A write at `offset` lands in the 64-bit kick register."""
+        return self.regs.kick <= offset < self.regs.kick + 8
+
     def _access(self, kind: str, offset: int, size: int, value: bytes) -> Callable[[], None] | None:
         """Take one access; a write's `value` is its bytes as the host wrote them."""
         regs = self.regs
@@ -318,7 +322,7 @@ class FakeDevice:
             else:
                 self.fifo.append(word)
             return None
-        if regs.kick <= offset < regs.kick + 8:
+        if self.is_kick(offset):
             return self._kick()
         if offset in self._by_offset:
             name, reg = self._by_offset[offset]
