@@ -1,14 +1,22 @@
-"""``critical-path`` (the default): HLFET, highest level first with estimated times.
+"""``critical-path`` (the default): HLFET, highest level first, with the lanes' stalls weighed.
 
 Adam, Chandy and Dickson's static list scheduler: a node's priority is its b-level (its own
 mean cost plus the longest chain of mean costs below it), the ready node with the highest
-b-level goes next, onto the lane where it can start earliest. Unlike the paper's HLFET it
+level goes next, onto the lane where it can start earliest. Unlike the paper's HLFET it
 may start in an idle gap between two nodes already on that lane (insertion, as HEFT and the
 ISH variant of HLFET do). Appended only, a node of lower level waited behind every node of
 higher level placed on its lane, even ones that could not start until much later: on E4B
 at position 1023 the V projection queued on the GEMV lanes behind the scores and ·V of
 every head while the weight ports idled, and the step was 5.9 % over the largest bound of
 the time, 3.4 % with insertion (v002-spec, `benchmarks/bench_gap.py`).
+
+Unlike HLFET, the levels weigh the stalls of the lanes the pools' users run on
+(`stall_levels`): a branch whose short weight stream is followed by a long host and SFU
+chain goes ahead of a longer stream, so that its chain runs while the ports work. On E4B
+that is LAuReL: with plain levels its two small GEMVs ran after the O projection, and its
+norm then queued on the host and SFU lanes with the attention's own norm before the FFN
+could start, ~12 k cycles a layer.
+
 On a decode step this keeps the long weight-streaming GEMV chain of the main stream moving
 while short side branches (LAuReL, PLE, constants) fill in around it. It is the cheapest of
 the informed policies: one pass for the levels, one heap pass to place.
@@ -16,17 +24,72 @@ the informed policies: one pass for the levels, one heap pass to place.
 
 from __future__ import annotations
 
-from pccx_flow.schedule.policies.base import Policy, bottom_levels, static_priority_schedule
+from collections.abc import Hashable
+
+from pccx_flow.schedule.policies.base import Policy, static_priority_schedule
 from pccx_flow.schedule.problem import SchedulingProblem
 from pccx_flow.schedule.timeline import Timeline
+
+Node = Hashable
+
+# The share of a stage-1 node's stall added to its level (`stall_levels`). Every weight
+# tried (0.1-1) gave E4B's step a shorter schedule than plain levels at positions 0, 1023,
+# 2047, 4095 and 8191 on both profiles; 0.5 gave the least mean gap to the largest bound
+# over those ten points (`benchmarks/bench_gap.py`).
+STALL_WEIGHT = 0.5
+
+
+def stage_one_nodes(problem: SchedulingProblem) -> set[Node]:
+    """Nodes that can run only on lanes some pool's user can run on: the first stage.
+
+    On a decode step the pools are the weight ports and their users the weight-streaming
+    GEMVs, so this is every GEMV (the attention's scores and ·V too: they queue on the same
+    lanes). With no pool, or when the pools' users can run on every lane, it is every node.
+    """
+    lanes = {lane for n in problem.order if problem.resources[n] for lane in problem.costs[n]}
+    if not lanes:
+        return set(problem.order)
+    return {n for n in problem.order if problem.costs[n].keys() <= lanes}
+
+
+def stall_levels(problem: SchedulingProblem, weight: float = STALL_WEIGHT) -> dict[Node, float]:
+    """b-levels in which each first-stage node also counts `weight` times its stall.
+
+    The stall of a first-stage node n (`stage_one_nodes`) is ``max(0, T(n) - cost(n))``,
+    T(n) the longest chain of mean costs of other nodes from n's finish to its nearest
+    first-stage descendant (or to the end): the time those lanes would idle after n if
+    nothing else were ready. Johnson's rule for the two-machine flow shop (1954) puts a job
+    whose first stage is shorter than its second first; a level that grows with that
+    difference, and passes it on to the node's ancestors as a b-level does, starts such
+    branches before longer first-stage work of the same level, so their second stage runs
+    meanwhile. With no first-stage node that differs from the rest (no pools, or every
+    node on the pools' lanes) every chain T is 0 and these are HLFET's levels
+    (`pccx_flow.schedule.policies.base.bottom_levels`).
+    """
+    first = stage_one_nodes(problem)
+    tail: dict[Node, float] = {}
+    level: dict[Node, float] = {}
+    for n in reversed(problem.order):
+        t = below = 0.0
+        for s in problem.succs[n]:
+            x = 0.0 if s in first else problem.mean_cost(s) + tail[s]
+            if x > t:
+                t = x
+            if level[s] > below:
+                below = level[s]
+        tail[n] = t
+        own = problem.mean_cost(n)
+        stall = t - own if n in first and t > own else 0.0
+        level[n] = own + weight * stall + below
+    return level
 
 
 class CriticalPath(Policy):
     name = "critical-path"
-    description = "HLFET: highest static b-level first, earliest start (gaps filled)"
+    description = "HLFET with stall-weighted levels: highest level first, gaps filled"
 
     def schedule(self, problem: SchedulingProblem, timeline: Timeline) -> None:
-        level = bottom_levels(problem)
+        level = stall_levels(problem)
 
         def earliest_start_lane(node):
             return timeline.best_lane(node, insertion=True, by="start")[0]
