@@ -19,7 +19,11 @@ from pccx_flow.schedule.policies.base import (
     upward_rank,
 )
 from pccx_flow.schedule.policies.cpop import critical_path_nodes
-from pccx_flow.schedule.policies.critical_path import stage_one_nodes, stall_levels
+from pccx_flow.schedule.policies.critical_path import (
+    first_stage_binds,
+    stage_one_nodes,
+    stall_levels,
+)
 from pccx_flow.schedule.problem import SchedulingProblem, problem_from_graph
 from pccx_flow.schedule.registry import BUILTIN_POLICIES, run_policy
 from pccx_flow.schedule.timeline import Timeline
@@ -222,24 +226,25 @@ def test_lazy_dynamic_policies_match_a_plain_loop(problem):
 # --- critical-path's stall-weighted levels --------------------------------------------------
 
 
-def flow_shop_problem() -> SchedulingProblem:
+def flow_shop_problem(tail_lane: str = "sfu0") -> SchedulingProblem:
     """Two branches from `fork` to `join`: a long weight stream (a1, a2) with a short host tail,
-    and a short one (b) with a long host tail. One port, one GEMV lane, one host lane."""
+    and a short one (b) with a long tail on `tail_lane`. One port, one GEMV lane."""
     g = nx.DiGraph([("fork", "a1"), ("a1", "a2"), ("a2", "a_tail"), ("a_tail", "join"),
                     ("fork", "b"), ("b", "b_tail"), ("b_tail", "join")])  # fmt: skip
-    lanes = [Lane("gemv0", "gemv"), Lane("host0", "host")]
-    on_gemv = {"a1": 10, "a2": 10, "b": 2}
-    on_host = {"fork": 1, "a_tail": 5, "b_tail": 20, "join": 1}
-    costs = {**{n: {"gemv0": c} for n, c in on_gemv.items()},
-             **{n: {"host0": c} for n, c in on_host.items()}}  # fmt: skip
-    resources = {n: ("port",) for n in on_gemv}
+    lanes = [Lane("gemv0", "gemv"), Lane("host0", "host"), Lane("sfu0", "sfu")]
+    on = {"a1": ("gemv0", 10), "a2": ("gemv0", 10), "b": ("gemv0", 2), "fork": ("host0", 1),
+          "a_tail": ("host0", 5), "b_tail": (tail_lane, 20), "join": ("host0", 1)}  # fmt: skip
+    costs = {n: {lane: c} for n, (lane, c) in on.items()}
+    resources = {n: ("port",) for n in ("a1", "a2", "b")}
     return SchedulingProblem(g, lanes, costs, resources=resources, pools={"port": 1})
 
 
 def test_stall_levels_by_hand():
     problem = flow_shop_problem()
-    assert stage_one_nodes(problem) == {"a1", "a2", "b"}
-    # b stalls the GEMV lane for its host tail: 20 + 1 after its 2 cycles, half of 19 counts;
+    first = stage_one_nodes(problem)
+    assert first == {"a1", "a2", "b"}
+    assert first_stage_binds(problem, first)  # 22 cycles on the GEMV lane, 20 on the SFU
+    # b stalls the GEMV lane for its tail: 20 + 1 after its 2 cycles, half of 19 counts;
     # a2's tail (5 + 1) is shorter than its own 10 cycles: no stall
     expected = {"join": 1, "b_tail": 21, "a_tail": 6, "a2": 16, "a1": 26,
                 "b": 2 + 0.5 * 19 + 21, "fork": 1 + 32.5}  # fmt: skip
@@ -249,20 +254,27 @@ def test_stall_levels_by_hand():
 
 def test_critical_path_starts_the_branch_with_the_long_tail_first():
     problem = flow_shop_problem()
-    # plain HLFET levels: a1 (26) before b (23), so b's host tail starts only after a1 and
-    # a2's tail waits behind it on the host lane: 1 + 10 + 2 + 20 + 5 + 1
+    # plain HLFET levels: a1 (26) before b (23), so b's tail starts only after a1 and the
+    # join waits for it: 1 + 10 + 2 + 20 + 1
     timeline = Timeline(problem)
 
     def lane(n):
         return timeline.best_lane(n, insertion=True)[0]
 
     static_priority_schedule(problem, timeline, bottom_levels(problem), lane, insertion=True)
-    assert timeline.to_schedule("hlfet", "test").makespan == 39
+    assert timeline.to_schedule("hlfet", "test").makespan == 34
     # weighed: b first, its tail overlaps both GEMVs: 1 + 2 + 10 + 10 + 5 + 1
     schedule = run_policy(problem, policy="critical-path")
     validate_schedule(schedule, problem)
     assert schedule.makespan == 29
     assert schedule.slots["b"].start < schedule.slots["a1"].start
+
+
+def test_stalls_are_not_weighed_where_another_lane_binds():
+    # b's tail on the host: 27 cycles of host work against 22 on the GEMV lane
+    problem = flow_shop_problem(tail_lane="host0")
+    assert not first_stage_binds(problem, stage_one_nodes(problem))
+    assert stall_levels(problem) == pytest.approx(bottom_levels(problem))
 
 
 def test_without_pools_critical_path_levels_are_hlfets(heft_problem):

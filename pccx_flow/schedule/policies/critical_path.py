@@ -10,9 +10,10 @@ at position 1023 the V projection queued on the GEMV lanes behind the scores and
 every head while the weight ports idled, and the step was 5.9 % over the largest bound of
 the time, 3.4 % with insertion (v002-spec, `benchmarks/bench_gap.py`).
 
-Unlike HLFET, the levels weigh the stalls of the lanes the pools' users run on
-(`stall_levels`): a branch whose short weight stream is followed by a long host and SFU
-chain goes ahead of a longer stream, so that its chain runs while the ports work. On E4B
+Unlike HLFET, the levels weigh the stalls of the lanes the pools' users run on when those
+lanes have the most work (`stall_levels`): a branch whose short weight stream is followed
+by a long host and SFU chain goes ahead of a longer stream, so that its chain runs while
+the ports work. On E4B
 that is LAuReL: with plain levels its two small GEMVs ran after the O projection, and its
 norm then queued on the host and SFU lanes with the attention's own norm before the FFN
 could start, ~12 k cycles a layer.
@@ -39,6 +40,11 @@ Node = Hashable
 STALL_WEIGHT = 0.5
 
 
+def pool_lanes(problem: SchedulingProblem) -> set[str]:
+    """The lanes some pool's user can run on (the GEMV lanes of a decode step)."""
+    return {lane for n in problem.order if problem.resources[n] for lane in problem.costs[n]}
+
+
 def stage_one_nodes(problem: SchedulingProblem) -> set[Node]:
     """Nodes that can run only on lanes some pool's user can run on: the first stage.
 
@@ -46,14 +52,44 @@ def stage_one_nodes(problem: SchedulingProblem) -> set[Node]:
     GEMVs, so this is every GEMV (the attention's scores and ·V too: they queue on the same
     lanes). With no pool, or when the pools' users can run on every lane, it is every node.
     """
-    lanes = {lane for n in problem.order if problem.resources[n] for lane in problem.costs[n]}
+    lanes = pool_lanes(problem)
     if not lanes:
         return set(problem.order)
     return {n for n in problem.order if problem.costs[n].keys() <= lanes}
 
 
+def first_stage_binds(problem: SchedulingProblem, first: set[Node]) -> bool:
+    """Whether the first stage has the most work: its pools' (work over instances) or its
+    lanes' (the first-stage nodes' least costs over those lanes) is at least every other
+    lane class's (the least costs of the nodes confined to it over its lanes).
+
+    On E4B the weight ports bind (`v002-spec`: 120 M cycles of port work, the host 13 M);
+    on the `tiny` test model the host lane does (1.8 M cycles, the ports 26 k)."""
+    lanes = pool_lanes(problem)
+    if not lanes:
+        return False
+    work = [sum(problem.min_cost(n) for n in first) / len(lanes)]
+    for pool, count in problem.pools.items():
+        users = [n for n in problem.order if pool in problem.resources[n]]
+        if users and count:
+            work.append(sum(problem.min_cost(n) for n in users) / count)
+    by_class: dict[str, set[str]] = {}
+    for lane in problem.lanes:
+        by_class.setdefault(lane.lane_class, set()).add(lane.name)
+    for names in by_class.values():
+        if names <= lanes:
+            continue
+        confined = sum(
+            problem.min_cost(n) for n in problem.order if problem.costs[n].keys() <= names
+        )
+        if confined / len(names) > max(work):
+            return False
+    return True
+
+
 def stall_levels(problem: SchedulingProblem, weight: float = STALL_WEIGHT) -> dict[Node, float]:
-    """b-levels in which each first-stage node also counts `weight` times its stall.
+    """b-levels in which each first-stage node also counts `weight` times its stall, when
+    the first stage binds (`first_stage_binds`); HLFET's levels otherwise.
 
     The stall of a first-stage node n (`stage_one_nodes`) is ``max(0, T(n) - cost(n))``,
     T(n) the longest chain of mean costs of other nodes from n's finish to its nearest
@@ -62,23 +98,28 @@ def stall_levels(problem: SchedulingProblem, weight: float = STALL_WEIGHT) -> di
     whose first stage is shorter than its second first; a level that grows with that
     difference, and passes it on to the node's ancestors as a b-level does, starts such
     branches before longer first-stage work of the same level, so their second stage runs
-    meanwhile. With no first-stage node that differs from the rest (no pools, or every
-    node on the pools' lanes) every chain T is 0 and these are HLFET's levels
-    (`pccx_flow.schedule.policies.base.bottom_levels`).
+    meanwhile. That pays only where the first stage is the bottleneck: where another lane
+    has more work (the `tiny` model's host lane), a first-stage stall costs nothing, and
+    weighing it made `tiny`'s steps 0.5 % (`v002-spec`) and 1.2 % (`v002-as-built`)
+    longer. With no pools, or no first-stage node that differs from the rest, every
+    stall is 0. HLFET's levels are `pccx_flow.schedule.policies.base.bottom_levels`.
     """
     first = stage_one_nodes(problem)
+    if not first_stage_binds(problem, first):
+        weight = 0.0
+    cost = {n: problem.mean_cost(n) for n in problem.order}
     tail: dict[Node, float] = {}
     level: dict[Node, float] = {}
     for n in reversed(problem.order):
         t = below = 0.0
         for s in problem.succs[n]:
-            x = 0.0 if s in first else problem.mean_cost(s) + tail[s]
+            x = 0.0 if s in first else cost[s] + tail[s]
             if x > t:
                 t = x
             if level[s] > below:
                 below = level[s]
         tail[n] = t
-        own = problem.mean_cost(n)
+        own = cost[n]
         stall = t - own if n in first and t > own else 0.0
         level[n] = own + weight * stall + below
     return level
