@@ -8,7 +8,8 @@ task per device at a time. Two kinds of loss are handled, and both are reported:
 - a worker that dies (its process killed, its board powered off) takes its running task
   with it; the scheduler runs that task again on another device worker by itself (up to
   ``distributed.scheduler.allowed-failures`` times); the task's ``suspicious`` count says
-  how often that happened;
+  how often that happened, summed over the program's attempts (a task rerun after its
+  worker died may land on a failing device and be submitted again under a new key);
 - a device that fails while its worker lives (a timeout, a DMA error, a device that
   disappeared) raises a `BoardError` naming the worker; the task is submitted again,
   restricted to the other device workers, up to `attempts` times in all.
@@ -75,12 +76,16 @@ def dispatch_sweep(
         )  # fmt: skip
 
     pending = {submit(name): name for name in by_name}
+    # workers that died under each program, over all its attempts: a task whose worker died
+    # can run again on a device that then fails, and be resubmitted under a new key
+    died: dict[str, int] = {}
     queue = as_completed(list(pending), loop=client.loop)
     for fut in queue:
         name = pending.pop(fut)
         try:
             res = fut.result()
         except BoardError as exc:
+            died[name] = died.get(name, 0) + client.run_on_scheduler(_suspicious, fut.key)
             out.losses.append(f"{name}: {exc}")
             worker = failed_worker(str(exc))
             if worker:
@@ -95,7 +100,7 @@ def dispatch_sweep(
         except Exception as exc:  # noqa: BLE001 - e.g. KilledWorker after too many losses
             out.results[name], out.errors[name] = None, f"{type(exc).__name__}: {exc}"
             continue
-        lost = client.run_on_scheduler(_suspicious, fut.key)
+        lost = died.get(name, 0) + client.run_on_scheduler(_suspicious, fut.key)
         if lost:
             out.losses.append(
                 f"{name}: {lost} worker(s) died while running it; it ran again on {res['worker']}"
