@@ -13,10 +13,9 @@ the time, 3.4 % with insertion (v002-spec, `benchmarks/bench_gap.py`).
 Unlike HLFET, the levels weigh the stalls of the lanes the pools' users run on when those
 lanes have the most work (`stall_levels`): a branch whose short weight stream is followed
 by a long host and SFU chain goes ahead of a longer stream, so that its chain runs while
-the ports work. On E4B
-that is LAuReL: with plain levels its two small GEMVs ran after the O projection, and its
-norm then queued on the host and SFU lanes with the attention's own norm before the FFN
-could start, ~12 k cycles a layer.
+the ports work. On E4B that is LAuReL: with plain levels its two small GEMVs ran after the
+O projection, and its norm then queued on the host and SFU lanes with the attention's own
+norm before the FFN could start, ~12 k cycles a layer.
 
 On a decode step this keeps the long weight-streaming GEMV chain of the main stream moving
 while short side branches (LAuReL, PLE, constants) fill in around it. It is the cheapest of
@@ -33,10 +32,11 @@ from pccx_flow.schedule.timeline import Timeline
 
 Node = Hashable
 
-# The share of a stage-1 node's stall added to its level (`stall_levels`). Every weight
-# tried (0.1-1) gave E4B's step a shorter schedule than plain levels at positions 0, 1023,
-# 2047, 4095 and 8191 on both profiles; 0.5 gave the least mean gap to the largest bound
-# over those ten points (`benchmarks/bench_gap.py`).
+# The share of a first-stage node's stall added to its level (`stall_levels`). In a one-off
+# sweep on bench_gap's E4B problems within L2 every weight tried gave a shorter schedule
+# than plain levels (0.1, 0.2, 0.35 and 0.5 at positions 0, 1023, 2047, 4095 and 8191 on
+# both profiles; 0.75 and 1 at 1023-4095); 0.5 gave the least mean gap to the largest
+# bound over the ten points (0.35 the least at 1023 on v002-spec: 2.40 % against 2.48 %).
 STALL_WEIGHT = 0.5
 
 
