@@ -96,6 +96,8 @@ def dispatch_sweep(
                 queue.add(again)
             else:
                 out.results[name], out.errors[name] = None, str(exc)
+                if died.get(name):
+                    out.losses.append(f"{name}: {died[name]} worker(s) died while running it")
             continue
         except Exception as exc:  # noqa: BLE001 - e.g. KilledWorker after too many losses
             out.results[name], out.errors[name] = None, f"{type(exc).__name__}: {exc}"

@@ -279,4 +279,5 @@ def test_stalls_are_not_weighed_where_another_lane_binds():
 
 def test_without_pools_critical_path_levels_are_hlfets(heft_problem):
     assert not heft_problem.pools
+    assert not first_stage_binds(heft_problem, stage_one_nodes(heft_problem))
     assert stall_levels(heft_problem) == bottom_levels(heft_problem)

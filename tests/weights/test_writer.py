@@ -236,9 +236,10 @@ def test_killed_at_random_moments_the_folder_is_always_old_or_new(old, seeds, ti
     proc, began = start(1)
     proc.join()
     assert proc.exitcode == 0
-    # How long the writing phase takes here: the shortest seen so far. The first run can be
-    # several times slower than the rest (cold caches on a loaded runner), and a kill timed
-    # from it would land after most runs had finished.
+    # How long the writing phase takes here, at most: the first run's, then the shortest
+    # time within which a run was seen to have finished (the sleep it outlasted). The first
+    # run can be several times slower than the rest (cold caches on a loaded runner), and
+    # kills timed from it alone would land after most runs had finished.
     writing = time.monotonic() - began
     current, kills, tries = 1, 0, 0
     while kills < 10 and tries < 30:

@@ -19,7 +19,7 @@ norm before the FFN could start, ~12 k cycles a layer.
 
 On a decode step this keeps the long weight-streaming GEMV chain of the main stream moving
 while short side branches (LAuReL, PLE, constants) fill in around it. It is the cheapest of
-the informed policies: one pass for the levels, one heap pass to place.
+the informed policies: a few passes for the levels, one heap pass to place.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def first_stage_binds(problem: SchedulingProblem, first: set[Node]) -> bool:
     lanes' (the first-stage nodes' least costs over those lanes) is at least every other
     lane class's (the least costs of the nodes confined to it over its lanes).
 
-    On E4B the weight ports bind (`v002-spec`: 120 M cycles of port work, the host 13 M);
+    On E4B the weight ports bind (`v002-spec`: 120 M cycles of port work, the host 13-14 M);
     on the `tiny` test model the host lane does (1.8 M cycles, the ports 26 k)."""
     lanes = pool_lanes(problem)
     if not lanes:
