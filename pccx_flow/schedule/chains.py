@@ -53,17 +53,17 @@ def chain_resources(problem: SchedulingProblem) -> list[tuple[str, int, list[Nod
     """
     out = []
     for pool, count in problem.pools.items():
-        out.append((pool, count, [n for n in problem.order if pool in problem.resources[n]]))
+        out.append((pool, count, problem.pool_users(pool)))
     pool_work = max(
-        (sum(problem.min_cost(n) for n in users) / count for _, count, users in out if count),
+        (problem.least_work(users) / count for _, count, users in out if count),
         default=0,
     )
     by_class: dict[str, set[str]] = defaultdict(set)
     for lane in problem.lanes:
         by_class[lane.lane_class].add(lane.name)
     for cls, lanes in sorted(by_class.items()):
-        users = [n for n in problem.order if problem.costs[n].keys() <= lanes]
-        if users and sum(problem.min_cost(n) for n in users) / len(lanes) >= pool_work:
+        users = problem.confined_to(lanes)
+        if users and problem.least_work(users) / len(lanes) >= pool_work:
             out.append((lane_resource(cls), len(lanes), users))
     return out
 

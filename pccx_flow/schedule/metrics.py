@@ -63,7 +63,7 @@ def problem_bounds(problem: SchedulingProblem) -> dict[str, int]:
     bounds = {"critical_path": min_cost_critical_path(problem)}
     lane_sets = {frozenset(problem.costs[n]) for n in problem.order}
     for lanes in sorted(lane_sets, key=lambda s: sorted(s)):
-        work = sum(problem.min_cost(n) for n in problem.order if set(problem.costs[n]) <= lanes)
+        work = problem.least_work(problem.confined_to(lanes))
         classes = sorted({problem.lane_by_name[ln].lane_class for ln in lanes})
         name = f"lanes:{'+'.join(classes)}" + (f"[{len(lanes)}]" if len(lanes) > 1 else "")
         if len(classes) == 1 and lanes == {
@@ -72,7 +72,7 @@ def problem_bounds(problem: SchedulingProblem) -> dict[str, int]:
             name = f"lane_class:{classes[0]}"
         bounds[name] = max(bounds.get(name, 0), ceil(work / len(lanes)))
     for pool, count in problem.pools.items():
-        work = sum(problem.min_cost(n) for n in problem.order if pool in problem.resources[n])
+        work = problem.least_work(problem.pool_users(pool))
         if work:
             bounds[f"pool:{pool}"] = ceil(work / count)
     return bounds

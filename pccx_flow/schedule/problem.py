@@ -274,6 +274,19 @@ class SchedulingProblem:
     def min_cost(self, node: Node) -> int:
         return min(self.costs[node].values())
 
+    def pool_users(self, pool: str) -> list[Node]:
+        """The nodes that hold an instance of `pool`, in program order."""
+        return [n for n in self.order if pool in self.resources[n]]
+
+    def confined_to(self, lanes: Iterable[str]) -> list[Node]:
+        """The nodes that can run only on `lanes`, in program order."""
+        names = set(lanes)
+        return [n for n in self.order if self.costs[n].keys() <= names]
+
+    def least_work(self, nodes: Iterable[Node]) -> int:
+        """The nodes' costs on their cheapest lanes, summed: a work bound's numerator."""
+        return sum(self.min_cost(n) for n in nodes)
+
     def mean_comm(self, u: Node, v: Node) -> float:
         """Average comm of edge u->v over the pairs of *different* lanes the two can use.
 

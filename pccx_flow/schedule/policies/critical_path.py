@@ -55,7 +55,7 @@ def stage_one_nodes(problem: SchedulingProblem) -> set[Node]:
     lanes = pool_lanes(problem)
     if not lanes:
         return set(problem.order)
-    return {n for n in problem.order if problem.costs[n].keys() <= lanes}
+    return set(problem.confined_to(lanes))
 
 
 def first_stage_binds(problem: SchedulingProblem, first: set[Node]) -> bool:
@@ -68,21 +68,18 @@ def first_stage_binds(problem: SchedulingProblem, first: set[Node]) -> bool:
     lanes = pool_lanes(problem)
     if not lanes:
         return False
-    work = [sum(problem.min_cost(n) for n in first) / len(lanes)]
+    work = [problem.least_work(first) / len(lanes)]
     for pool, count in problem.pools.items():
-        users = [n for n in problem.order if pool in problem.resources[n]]
+        users = problem.pool_users(pool)
         if users and count:
-            work.append(sum(problem.min_cost(n) for n in users) / count)
+            work.append(problem.least_work(users) / count)
     by_class: dict[str, set[str]] = {}
     for lane in problem.lanes:
         by_class.setdefault(lane.lane_class, set()).add(lane.name)
     for names in by_class.values():
         if names <= lanes:
             continue
-        confined = sum(
-            problem.min_cost(n) for n in problem.order if problem.costs[n].keys() <= names
-        )
-        if confined / len(names) > max(work):
+        if problem.least_work(problem.confined_to(names)) / len(names) > max(work):
             return False
     return True
 
