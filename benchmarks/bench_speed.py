@@ -3,11 +3,13 @@
 `bench_gap.py` times each stage once per point, beside everything else it runs; on a noisy
 machine one run says little. This builds the E4B step at one position per profile and
 times, `--runs` times each, in one process: building the graph, the problem within L2, the
-bounds `schedule` prints (`step_bounds`), and `heft` with its validation, the cyclic
-collector paused during each run as `schedule` runs the step (what a run made is collected
-before the next). The profiles' runs alternate, so the `heft` ratio is taken pair by pair
-while the machine's speed drifts (target: `heft` on `v002-as-built` within 1.5x of its
-`v002-spec` time).
+bounds `schedule` prints (`step_bounds`), `heft` with its validation, and the two as
+`schedule` runs them, the bounds in a forked child beside the policy (`bounds_beside`,
+stage `beside`), the cyclic collector paused during each run as `schedule` runs the step
+(what a run made is collected before the next). *in turn* adds graph, problem, bounds and
+heft; *as schedule* adds graph, problem and beside. The profiles' runs alternate, so the
+`heft` ratio is taken pair by pair while the machine's speed drifts (target: `heft` on
+`v002-as-built` within 1.5x of its `v002-spec` time).
 
 Between processes this machine's speed drifts by tens of percent, more than most changes
 to one pass. `--chains-against REV` compares the bounds' chain pass (`chain_bounds`, the
@@ -43,13 +45,14 @@ from pccx_flow.collector import collector_paused  # noqa: E402
 from pccx_flow.graph.build import build_decode_graph  # noqa: E402
 from pccx_flow.hardware.profile import load_profile  # noqa: E402
 from pccx_flow.schedule import chains  # noqa: E402
+from pccx_flow.schedule.bounds_beside import bounds_beside  # noqa: E402
 from pccx_flow.schedule.metrics import step_bounds  # noqa: E402
 from pccx_flow.schedule.problem import problem_from_graph  # noqa: E402
 from pccx_flow.schedule.registry import make_policy, run_on_problem  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PROFILES = ("v002-spec", "v002-as-built")
-STAGES = ("graph", "problem", "bounds", "heft")
+STAGES = ("graph", "problem", "bounds", "heft", "beside")
 
 
 def _timed(fn, *args, **kwargs):
@@ -73,9 +76,17 @@ def one_run(profile_name: str, position: int) -> dict[str, float]:
         _, b_s = _timed(step_bounds, problem, profile)
         policy = make_policy("heft")
         _, h_s = _timed(run_on_problem, policy, problem, label="heft", profile=profile.name)
+        _, both_s = _timed(_beside, problem, profile)
     del graph, problem
     gc.collect()
-    return dict(zip(STAGES, (g_s, p_s, b_s, h_s), strict=True))
+    return dict(zip(STAGES, (g_s, p_s, b_s, h_s, both_s), strict=True))
+
+
+def _beside(problem, profile) -> None:
+    """`heft` with the bounds computed beside it, as `schedule` runs them."""
+    with bounds_beside(problem, profile) as bounds:
+        run_on_problem(make_policy("heft"), problem, label="heft", profile=profile.name)
+        bounds()
 
 
 def measure(position: int, runs: int) -> dict:
@@ -159,11 +170,13 @@ def format_against(r: dict) -> str:
 
 def format_result(r: dict) -> str:
     lines = [f"E4B step at position {r['position']}: median of {r['runs']} runs (wall s)"]
-    lines.append(f"  {'profile':<14}" + "".join(f"{s:>9}" for s in STAGES) + f"{'total':>9}")
+    head = "".join(f"{s:>9}" for s in STAGES)
+    lines.append(f"  {'profile':<14}{head}{'in turn':>10}{'as schedule':>13}")
     for p, by in r["median"].items():
-        lines.append(
-            f"  {p:<14}" + "".join(f"{by[s]:9.3f}" for s in STAGES) + f"{sum(by.values()):9.3f}"
-        )
+        in_turn = by["graph"] + by["problem"] + by["bounds"] + by["heft"]
+        as_schedule = by["graph"] + by["problem"] + by["beside"]
+        row = "".join(f"{by[s]:9.3f}" for s in STAGES)
+        lines.append(f"  {p:<14}{row}{in_turn:10.3f}{as_schedule:13.3f}")
     h = r["heft_as_built_over_spec"]
     lines.append(
         f"  heft v002-as-built / v002-spec, pair by pair: {h['median']:.2f}x "

@@ -213,6 +213,7 @@ def _trace_counters(schedule, problem, profile) -> dict:
 
 def _schedule_step(args: argparse.Namespace, step, profile, policy) -> tuple:
     """Build, schedule and measure the step: ``(graph, problem, schedule, metrics)``."""
+    from pccx_flow.schedule.bounds_beside import bounds_beside
     from pccx_flow.schedule.metrics import schedule_metrics
     from pccx_flow.schedule.problem import problem_from_graph
     from pccx_flow.schedule.registry import run_on_problem
@@ -222,16 +223,19 @@ def _schedule_step(args: argparse.Namespace, step, profile, policy) -> tuple:
     problem = problem_from_graph(graph, profile, memory=args.memory)
     t1 = time.perf_counter()
     show = sys.stderr.isatty() and not args.no_progress
-    with tqdm(
-        total=len(problem), desc=args.policy, unit="node", file=sys.stderr,
-        disable=not show, leave=False,
-    ) as bar:  # fmt: skip
-        schedule = run_on_problem(
-            policy, problem, label=args.policy, profile=profile.name,
-            on_place=(lambda _slot: bar.update()) if show else None,
-        )  # fmt: skip
-    t2 = time.perf_counter()
-    metrics = schedule_metrics(schedule, problem, profile)
+    # the bounds in a second process while the policy runs (forked before the bar's thread)
+    with bounds_beside(problem, profile) as bounds:
+        with tqdm(
+            total=len(problem), desc=args.policy, unit="node", file=sys.stderr,
+            disable=not show, leave=False,
+        ) as bar:  # fmt: skip
+            schedule = run_on_problem(
+                policy, problem, label=args.policy, profile=profile.name,
+                on_place=(lambda _slot: bar.update()) if show else None,
+            )  # fmt: skip
+        t2 = time.perf_counter()
+        step_bounds = bounds()
+    metrics = schedule_metrics(schedule, problem, profile, bounds=step_bounds)
     metrics["wall_seconds"] = {"build": t1 - t0, "schedule": t2 - t1}
     return graph, problem, schedule, metrics
 

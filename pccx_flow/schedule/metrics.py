@@ -457,10 +457,19 @@ def step_bounds(problem: SchedulingProblem, profile: Any = None) -> dict[str, An
     }
 
 
-def schedule_metrics(schedule: Schedule, problem: SchedulingProblem, profile: Any = None) -> dict:
-    """Every metric of the module docstring as plain, JSON-compatible data."""
+def schedule_metrics(
+    schedule: Schedule,
+    problem: SchedulingProblem,
+    profile: Any = None,
+    *,
+    bounds: dict[str, Any] | None = None,
+) -> dict:
+    """Every metric of the module docstring as plain, JSON-compatible data.
+
+    `bounds` is `step_bounds` of the same problem and profile when the caller has it
+    already (`pccx_flow.schedule.bounds_beside` computes it while the policy runs)."""
     span = schedule.makespan
-    sb = step_bounds(problem, profile)
+    sb = bounds if bounds is not None else step_bounds(problem, profile)
     bounds, bound_source = sb["bounds_cycles"], sb["bounds_source"]
     reference_name, largest_name = sb["reference_bound"], sb["largest_bound"]
     reference = bounds[reference_name]

@@ -9,6 +9,8 @@ The parent then rebuilds the `Schedule` and validates it itself.
 
 A child that dies, sends nothing or runs past its time limit becomes a one-line `PolicyError`
 naming the plugin. Built-in policies are our own code and run in-process (no fork cost).
+`start_child` alone forks a job and leaves the reading to the caller: the step's bounds are
+computed so beside the policy (`pccx_flow.schedule.bounds_beside`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ MAX_REPLY_BYTES = 512 * 1024 * 1024
 
 # Message tags: progress count, JSON result, a finished one-line error, an exception raised.
 _PROGRESS, _RESULT, _FAILED, _RAISED = b"P", b"R", b"F", b"E"
+RESULT_TAG = _RESULT  # what `start_child`'s reader sees before a result's JSON
 
 
 def default_timeout(nodes: int) -> float:
@@ -92,6 +95,18 @@ def _one_line(text: str, limit: int = 240) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def start_child(job: Callable[[Callable[[int], None]], Any]) -> tuple[Any, Any]:
+    """Fork a child that runs ``job(progress)``; ``(reader, process)``: the end of the pipe
+    its messages come on (tagged bytes, `_child_main`) and the process, for the caller to
+    read, then kill and join."""
+    ctx = _context()
+    reader, writer = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_child_main, args=(writer, job), daemon=True)
+    child.start()
+    writer.close()  # the child holds the only write end: EOF means it is gone
+    return reader, child
+
+
 def run_in_child(
     job: Callable[[Callable[[int], None]], Any],
     *,
@@ -104,11 +119,7 @@ def run_in_child(
     `job` reports progress by calling ``progress(n)`` with newly placed nodes; the parent
     passes the running count on to `on_progress`.
     """
-    ctx = _context()
-    reader, writer = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_child_main, args=(writer, job), daemon=True)
-    child.start()
-    writer.close()  # the child holds the only write end: EOF means it is gone
+    reader, child = start_child(job)
     deadline = time.monotonic() + timeout
     try:
         while True:

@@ -1,0 +1,119 @@
+"""The step's bounds from a forked child while the policy runs: the same numbers as
+in-process, whatever happens to the child."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from pccx_flow.graph.build import build_decode_graph
+from pccx_flow.hardware.profile import load_profile
+from pccx_flow.model.config import get_config
+from pccx_flow.schedule import bounds_beside as beside
+from pccx_flow.schedule.metrics import schedule_metrics, step_bounds
+from pccx_flow.schedule.problem import problem_from_graph
+from pccx_flow.schedule.registry import run_policy
+
+
+@pytest.fixture(scope="module")
+def tiny_step():
+    profile = load_profile("v002-spec")
+    graph = build_decode_graph(get_config("tiny"), position=5, profile=profile)
+    return problem_from_graph(graph, profile, memory=True), profile
+
+
+@pytest.fixture
+def two_cores(monkeypatch):
+    """The fork is taken on any test machine, one core or many."""
+    monkeypatch.setattr(beside, "usable_cores", lambda: 2)
+
+
+def _in_parent(monkeypatch, child_does=None) -> list[int]:
+    """Record every call of the module's `step_bounds` made in this process; in a child,
+    do `child_does` instead (a forked child has its own copy of the list)."""
+    parent, calls, real = os.getpid(), [], beside.step_bounds
+
+    def recorded(problem, profile=None):
+        if os.getpid() != parent and child_does is not None:
+            child_does()
+        if os.getpid() == parent:
+            calls.append(parent)
+        return real(problem, profile)
+
+    monkeypatch.setattr(beside, "step_bounds", recorded)
+    return calls
+
+
+def test_the_child_sends_exactly_the_bounds_computed_in_process(tiny_step, two_cores, monkeypatch):
+    problem, profile = tiny_step
+    expected = step_bounds(problem, profile)
+    calls = _in_parent(monkeypatch)
+    with beside.bounds_beside(problem, profile, min_nodes=0) as bounds:
+        got = bounds()
+        assert bounds() is got  # asked twice, computed once
+    assert calls == []  # the parent computed nothing: the answer came from the child
+    assert json.dumps(got, sort_keys=True) == json.dumps(expected, sort_keys=True)
+    assert got == expected
+
+
+@pytest.mark.parametrize(
+    "child_does",
+    [lambda: os._exit(3), lambda: (_ for _ in ()).throw(ValueError("broken"))],
+    ids=["child exits", "child raises"],
+)
+def test_a_child_that_fails_leaves_the_bounds_to_the_parent(
+    tiny_step, two_cores, monkeypatch, child_does
+):
+    problem, profile = tiny_step
+    expected = step_bounds(problem, profile)
+    calls = _in_parent(monkeypatch, child_does)
+    with beside.bounds_beside(problem, profile, min_nodes=0) as bounds:
+        assert bounds() == expected
+    assert len(calls) == 1
+
+
+def test_the_child_is_stopped_when_the_body_fails(tiny_step, two_cores, monkeypatch):
+    problem, profile = tiny_step
+    started = []
+    real_start = beside.start_child
+
+    def start(job):
+        reader, child = real_start(lambda progress: __import__("time").sleep(60))
+        started.append(child)
+        return reader, child
+
+    monkeypatch.setattr(beside, "start_child", start)
+    with pytest.raises(KeyboardInterrupt), beside.bounds_beside(problem, profile, min_nodes=0):
+        raise KeyboardInterrupt
+    (child,) = started
+    assert not child.is_alive() and child.exitcode is not None
+
+
+@pytest.mark.parametrize("cores, min_nodes", [(1, 0), (2, 10**9)], ids=["one core", "small"])
+def test_no_fork_for_one_core_or_a_small_problem(tiny_step, monkeypatch, cores, min_nodes):
+    problem, profile = tiny_step
+    monkeypatch.setattr(beside, "usable_cores", lambda: cores)
+
+    def must_not_start(job):
+        raise AssertionError("forked")
+
+    monkeypatch.setattr(beside, "start_child", must_not_start)
+    calls = _in_parent(monkeypatch)
+    with beside.bounds_beside(problem, profile, min_nodes=min_nodes) as bounds:
+        assert bounds() == step_bounds(problem, profile)
+    assert len(calls) == 1
+
+
+def test_metrics_take_the_bounds_given_instead_of_computing_them(tiny_step, monkeypatch):
+    problem, profile = tiny_step
+    schedule = run_policy(problem, profile, "critical-path")
+    given = step_bounds(problem, profile)
+    expected = schedule_metrics(schedule, problem, profile)
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("bounds computed again")
+
+    monkeypatch.setattr("pccx_flow.schedule.metrics.step_bounds", refuse)
+    assert schedule_metrics(schedule, problem, profile, bounds=given) == expected
