@@ -142,11 +142,25 @@ EXP_LEAD = 3
 # 8191 on v002-spec) but at 2047 their programs no longer fit L2's holes (a 512 KiB K tile).
 V_AFTER_EARLIER_K_MAX_TILES = 2
 
+# In a layer of three or more tiles the last V tile is read as soon as the one before it is
+# in (double buffering at the end only): it waits for the ·V of the tile two before and for
+# every K tile's scores, not for the ·V of the tile just before. By then no K tile is held,
+# so two V tiles take less L2 than the two K tiles and one V tile held earlier in the layer.
+# Single-buffered, the DMA idled while the ·V of the tile before ran and the GEMV lanes then
+# idled a whole tile read before the last ·V (E4B at 2047 on v002-as-built: 16 k cycles a
+# layer): within L2, critical-path+improve went from 3.40 % to 2.70 % over the largest bound
+# there, and from 3.29 % to 2.66 % at 4095 (v002-spec 2.81 / 2.65 / 2.50 % at 2047 / 4095
+# / 8191 to 2.59 / 2.45 / 2.34 %). Double buffering every V tile made the steps longer
+# (the V reads then took L2 and the DMA from the K reads): `double_last_v=False` keeps the
+# single-buffered rule for a study.
+DOUBLE_LAST_V = True
+
 
 def kv_prefetch_edges(
     graph: nx.DiGraph,
     exp_lead: int = EXP_LEAD,
     early_max_tiles: int | None = None,
+    double_last_v: bool = DOUBLE_LAST_V,
 ) -> list[tuple[Node, Node]]:
     """Order-only edges that issue each layer's KV tile reads just ahead of their use.
 
@@ -174,9 +188,14 @@ def kv_prefetch_edges(
       with the key-split softmax of `graph.blocks_attention`, its ·V can start right away)
       and for every reader of V tile t-1 (single buffering). In a layer of at most
       `V_AFTER_EARLIER_K_MAX_TILES` key tiles it waits for K tile t-1 instead (see there).
+      In a layer of three or more, the last V tile waits instead for V tile t-1 itself
+      (the read before it), every reader of V tile t-2 and every reader of the last two K
+      tiles (every score is done): double buffered at the end (`DOUBLE_LAST_V`).
 
-    So, whatever the policy, a layer holds at most two K tiles and one V tile, and the next
-    layer's first two K tiles and first V tile once this layer's attention is done.
+    So, whatever the policy, a layer holds at most two K tiles and one V tile, or two V
+    tiles and no K tile at its end, and the next layer's first two K tiles and first V tile
+    once this layer's attention is done (every reader of its last K tile and its last two
+    V tiles).
 
     Why the last tile second: the program keeps an operand's parts in one contiguous L2
     region (`pccx_flow.board.program.addresses`), placed when its first part is produced.
@@ -216,9 +235,16 @@ def kv_prefetch_edges(
     # during that layer's MLP instead of after this layer's projections; the first layer
     # waits for its own attention input.
     kv_layers = sorted({layer for layer, _ in reads})
+
+    def doubled(layer: int) -> bool:  # its last V tile is double buffered (docstring)
+        k_tiles, v_tiles = reads.get((layer, "k"), ()), reads.get((layer, "v"), ())
+        return double_last_v and len(v_tiles) >= 3 and len(k_tiles) == len(v_tiles)
+
     done: dict[int, list[Node]] = {}
     for layer in kv_layers:
         last = [reads[(layer, kind)][-1] for kind in ("k", "v") if (layer, kind) in reads]
+        if doubled(layer):  # the tile before the last V tile may be read last
+            last.append(reads[(layer, "v")][-2])
         done[layer] = sorted({r for n in last for r in after(n)}, key=str)
 
     def streams_early(layer: int) -> bool:  # its first tiles come in during the last MLP
@@ -248,6 +274,9 @@ def kv_prefetch_edges(
         for t, n in enumerate(nodes):
             if t == 0 and streams_early(layer):
                 sources = list(anchor[layer])
+            elif t == len(nodes) - 1 and doubled(layer):
+                sources = [nodes[t - 1], *after(nodes[t - 2])]
+                sources += [r for k_tile in k_reads[-2:] for r in after(k_tile)]
             else:
                 sources = after(nodes[t - 1]) if t >= 1 else []
                 # the K tile whose scores it waits for (docstring): t, or t - 1 in a layer

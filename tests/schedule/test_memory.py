@@ -419,7 +419,8 @@ def _layer_reads(graph, layer):
 
 def _previous_attention_done(graph, layer):
     """Every reader of the K and V tiles read last by the KV-reading layer before `layer`
-    (by position the last but one when there are three or more: the last is read second)."""
+    (by position the last but one when there are three or more: the last is read second),
+    and of the V tile read before its last when it has three or more (double buffered)."""
     kv_layers = sorted({a["layer"] for _, a in graph.nodes(data=True) if a["kernel"] == "kv_read"})
     before = kv_layers[kv_layers.index(layer) - 1]
     last = []
@@ -427,7 +428,10 @@ def _previous_attention_done(graph, layer):
         tiles = sorted((n for n, a in graph.nodes(data=True) if a["kernel"] == "kv_read"
                         and a["layer"] == before and a["params"]["kind"] == kind),
                        key=lambda n: graph.nodes[n]["params"]["start"])  # fmt: skip
-        last.append(tiles[-2] if len(tiles) > 2 else tiles[-1])
+        read_order = [tiles[0], tiles[-1], *tiles[1:-1]] if len(tiles) > 2 else tiles
+        last.append(read_order[-1])
+        if kind == "v" and len(tiles) > 2:
+            last.append(read_order[-2])
     return {r for n in last for r in graph.successors(n)}
 
 
@@ -469,9 +473,13 @@ def test_kv_reads_are_issued_just_ahead_of_use_the_tile_with_the_new_row_second(
     assert done and pred[order_k[0]] == pred[order_k[1]] == pred[order_v[0]] == done
     # two K tiles in flight: the third waits for the first's scores
     assert pred[order_k[2]] == after[order_k[0]]
-    # one V tile at a time, each after the ·V of the one before and its own K tile's scores
+    # one V tile at a time, after the ·V of the one before and its own K tile's scores ...
     assert pred[order_v[1]] == after[order_v[0]] | after[order_k[1]]
-    assert pred[order_v[2]] == after[order_v[1]] | after[order_k[2]]
+    # ... but the last: after the read before it, the ·V of the one before that and every
+    # score (no K tile is held then: two V tiles fit where two K and one V did)
+    assert pred[order_v[2]] == (
+        {order_v[1]} | after[order_v[0]] | after[order_k[1]] | after[order_k[2]]
+    )
     assert all(graph.nodes[s]["kernel"] == "attn_pv" for s in after[v[0]])
     kv_layers = {a["layer"] for _, a in graph.nodes(data=True) if a["kernel"] == "kv_read"}
     first = min(kv_layers)  # nothing before it: its first tiles wait for its own input
@@ -481,6 +489,20 @@ def test_kv_reads_are_issued_just_ahead_of_use_the_tile_with_the_new_row_second(
     q0 = f"L{first:02d}.attn.q_proj.h0"
     assert set(problem.preds[k_first]) == set(graph.predecessors(q0))
     assert all(graph.nodes[s]["kernel"] == "attn_scores" for s in after[k[1]])
+
+
+def test_a_study_may_keep_the_last_v_tile_single_buffered():
+    """`double_last_v=False`: the last V tile waits for the ·V of the one before it, as
+    every other V tile does, and the next layer for the last tiles' readers only."""
+    profile = load_profile("v002-spec")
+    graph = build_decode_graph("tiny", position=40, tile_rows=16, profile=profile)
+    problem = problem_from_graph(graph, profile, memory=True, read_ahead={"double_last_v": False})
+    _, k, v = _layer_reads(graph, 4)
+    order_k, order_v = [k[0], k[2], k[1]], [v[0], v[2], v[1]]
+    after = {n: set(graph.successors(n)) for n in (*k, *v)}
+    assert set(problem.preds[order_v[2]]) == after[order_v[1]] | after[order_k[2]]
+    _, k_next, _ = _layer_reads(graph, 5)
+    assert set(problem.preds[k_next[0]]) == after[order_k[2]] | after[order_v[2]]
 
 
 def test_a_last_tile_read_without_the_new_row_keeps_its_place():
