@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 
@@ -80,7 +81,7 @@ def test_the_child_is_stopped_when_the_body_fails(tiny_step, two_cores, monkeypa
     real_start = beside.start_child
 
     def start(job):
-        reader, child = real_start(lambda progress: __import__("time").sleep(60))
+        reader, child = real_start(lambda progress: time.sleep(60))
         started.append(child)
         return reader, child
 
