@@ -52,7 +52,7 @@ def bounds_beside(
     if len(problem) >= min_nodes and usable_cores() >= 2:
         try:
             reader, child = start_child(lambda _progress: step_bounds(problem, profile))
-        except OSError:  # no process could be forked: compute them here
+        except (OSError, ValueError):  # no fork here (or no room for one): compute them here
             child = reader = None
     answer: list[dict[str, Any]] = []
 
