@@ -364,6 +364,7 @@ class Timeline:
         self._memo: dict | None = None
         self._no_comm = not problem.has_comm
         self._hint: tuple | None = None
+        self._floor: tuple = (None, -1, 0)  # (node, placements then, its memory floor)
         self._ledgers = {name: CapacityLedger(size) for name, size in problem.capacities.items()}
         # per hold (`SchedulingProblem.holds`): readers not placed yet; 0 once it is closed
         self._unread: list[int] = [len(h.readers) for h in problem.holds]
@@ -521,7 +522,14 @@ class Timeline:
         return best_lane, best_start
 
     def memory_floor(self, node: Node) -> int:
-        """Earliest time from which `node`'s demands fit for good; `ScheduleError` if never."""
+        """Earliest time from which `node`'s demands fit for good; `ScheduleError` if never.
+
+        Asked again for the same node before the next placement (a policy asks for its
+        start, then places it), the answer is the one just computed: only a placement
+        changes the ledgers."""
+        last_node, placed, last_floor = self._floor
+        if placed == len(self.slots) and last_node == node:
+            return last_floor
         floor = 0
         for cap, nbytes in self._demand_key.get(node, ()):
             ledger = self._ledgers[cap]
@@ -530,6 +538,7 @@ class Timeline:
                 raise ScheduleError(self._no_room(node, cap, nbytes, ledger))
             if t > floor:
                 floor = t
+        self._floor = (node, len(self.slots), floor)
         return floor
 
     def _no_room(self, node: Node, cap: str, nbytes: int, ledger: CapacityLedger) -> str:
@@ -610,13 +619,13 @@ class Timeline:
             else:  # pragma: no cover - _fit guarantees a free instance
                 raise ScheduleError(f"no free {pool!r} instance for {node!r} at {start}")
         slot = Slot(node, lane, start, finish, tuple(held))
+        if self._ledgers and node in self._demand_key:  # before it is filed: the floor
+            ready = max(self.data_ready(node, lane), not_before)  # asked for its start
+            waited = self.memory_floor(node) - ready
+            if waited > 0:
+                self.memory_wait[node] = waited
         self.slots[node] = slot
         if self._ledgers:
-            if node in self._demand_key:
-                ready = max(self.data_ready(node, lane), not_before)
-                waited = self.memory_floor(node) - ready
-                if waited > 0:
-                    self.memory_wait[node] = waited
             self._allocate(node, slot)
         released = []
         for s in self.problem.succs[node]:

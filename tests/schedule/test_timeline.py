@@ -121,3 +121,21 @@ def test_comm_delays_only_cross_lane_successors():
     assert tl.earliest_start("b", "p0") == 3
     assert tl.earliest_start("b", "p1") == 10
     assert tl.best_lane("b") == ("p0", 3)
+
+
+def test_a_nodes_memory_floor_follows_every_placement():
+    """The floor is remembered between a policy's question and its placement, never across
+    a placement: `a`'s 60 bytes held for `c` leave `b` no room until `c` is placed."""
+    g = nx.DiGraph([("a", "c")])
+    g.add_node("b")
+    costs = {"a": {"x0": 3}, "b": {"x0": 2}, "c": {"x0": 2}}
+    holds = {"a": [(("c",), {"l2": 60})], "b": [((), {"l2": 60})]}
+    problem = SchedulingProblem(g, [Lane("x0", "cpu")], costs, capacities={"l2": 100}, holds=holds)
+    timeline = Timeline(problem)
+    assert timeline.memory_floor("b") == 0
+    timeline.place("a", "x0")
+    with pytest.raises(ScheduleError, match="memory deadlock"):
+        timeline.memory_floor("b")  # a's bytes wait for c: nothing fits beside them
+    timeline.place("c", "x0")  # 3..5: a's bytes are freed at 5
+    assert timeline.memory_floor("b") == 5
+    assert timeline.place("b", "x0").start == 5
