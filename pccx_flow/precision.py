@@ -6,8 +6,9 @@ one per reference function), so in float32 their logits differ by up to ~2e-5: t
 noise floor of this model (README, "Numerics"). A wrong result smaller than that would hide
 in the noise. With ``float64`` both keep every activation in float64 and agree to ~1e-12,
 so any difference above that is structural, not rounding. Storage is not changed: weights
-stay INT4 or float32 and the KV cache float16 (``pccx``) or float32 (``gemma3n``), so the
-float16 downcast on store still happens; the NPU itself computes in float32.
+stay INT4 or float32 and the KV cache float16 (``pccx``) or float32 (``gemma3n``,
+`kv_cache_dtype`), so the float16 downcast on store still happens; the NPU itself computes
+in float32.
 
 The dtype lives in a context variable rather than a parameter of every function: the
 reference decode sets it around a step, and each executed node sets it from its step
@@ -23,6 +24,7 @@ from contextvars import ContextVar
 import numpy as np
 
 from pccx_flow.errors import InputError
+from pccx_flow.model.config import check_semantics
 
 PRECISIONS = {"float32": np.float32, "float64": np.float64}
 DEFAULT_PRECISION = "float32"
@@ -50,3 +52,10 @@ def computing_in(precision: str) -> Iterator[None]:
         yield
     finally:
         _DTYPE.reset(token)
+
+
+def kv_cache_dtype(semantics: str) -> np.dtype:
+    """The KV cache's element type: float16 under the specification, float32 under the
+    published reference. Here, not in `pccx_flow.execute`, so that `schedule` and `emit`
+    can size a step's DDR image without importing the executor (and Dask)."""
+    return np.dtype(np.float16 if check_semantics(semantics) == "pccx" else np.float32)

@@ -44,3 +44,23 @@ def test_unknown_names_are_refused_with_the_choices():
         check_precision("half")
     with pytest.raises(InputError), computing_in("half"):
         pass
+
+
+def test_kv_cache_dtype_is_the_semantics_storage_type_without_the_executor():
+    """float16 under the specification, float32 under the published reference; sizing a
+    step's DDR image (`schedule`, `emit`) finds it without importing the executor or Dask."""
+    import subprocess
+    import sys
+
+    from pccx_flow.precision import kv_cache_dtype
+
+    assert kv_cache_dtype("pccx") == np.float16 and kv_cache_dtype("gemma3n") == np.float32
+    code = (
+        "import sys\n"
+        "from pccx_flow.board.program.ddr import step_kv_dtype\n"
+        "assert step_kv_dtype('pccx') == 'float16', step_kv_dtype('pccx')\n"
+        "loaded = [m for m in sys.modules if m == 'dask' or m.startswith('pccx_flow.execute')]\n"
+        "print(sorted(loaded))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -16,12 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from pccx_flow.errors import InputError
-from pccx_flow.model.config import Gemma3nConfig, check_position, check_semantics
-
-
-def kv_cache_dtype(semantics: str) -> np.dtype:
-    """float16 under the specification, float32 under the published reference."""
-    return np.dtype(np.float16 if check_semantics(semantics) == "pccx" else np.float32)
+from pccx_flow.model.config import Gemma3nConfig, check_position
+from pccx_flow.precision import kv_cache_dtype
 
 
 @dataclass

@@ -92,7 +92,7 @@ def check_ddr_capacity(config: Gemma3nConfig, profile, kv_dtype: str = "float16"
 def step_kv_dtype(semantics: str, target=None) -> str:
     """The KV cache's element type of a step: the target's (as-built: BF16), else the
     semantics' (pccx: float16, gemma3n: float32), as `lower` chooses it."""
-    from pccx_flow.execute.state import kv_cache_dtype
+    from pccx_flow.precision import kv_cache_dtype
 
     chosen = getattr(target, "kv_cache_dtype", None)
     return chosen or kv_cache_dtype(semantics).name

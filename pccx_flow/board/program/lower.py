@@ -60,8 +60,8 @@ from pccx_flow.board.program.host_steps import HostSteps
 from pccx_flow.board.program.summary import live_demand_peak, summarise
 from pccx_flow.board.program.tensors import DONE_NODE, DONE_SCRATCH, HOST_READ, HOST_WRITE
 from pccx_flow.board.program.words import Words
-from pccx_flow.execute.state import kv_cache_dtype
 from pccx_flow.graph.nodes import OP_LANE
+from pccx_flow.precision import kv_cache_dtype
 
 __all__ = ["DONE_NODE", "DONE_SCRATCH", "live_demand_peak", "lower"]
 
