@@ -320,16 +320,19 @@ def dag_slack(problem: SchedulingProblem) -> dict[Node, int]:
     """Slack of every node in the DAG alone: unlimited lanes, cheapest costs, free comm.
 
     Zero means the node is on a min-cost critical path of the graph itself, so no schedule on
-    any number of lanes can give it room; compare with the schedule's own slack.
+    any number of lanes can give it room; compare with the schedule's own slack. The graph
+    is its data edges (`hardware_precedence`), as for `min_cost_critical_path`: an L2
+    heuristic's order-only edge is a choice of the schedule, not of the graph.
     """
+    preds, succs = hardware_precedence(problem)
     cost = {n: problem.min_cost(n) for n in problem.order}
     earliest: dict[Node, int] = {}
     for n in problem.order:
-        earliest[n] = max((earliest[p] + cost[p] for p in problem.preds[n]), default=0)
+        earliest[n] = max((earliest[p] + cost[p] for p in preds[n]), default=0)
     end = max((earliest[n] + cost[n] for n in problem.order), default=0)
     latest_finish: dict[Node, int] = {}
     for n in reversed(problem.order):
-        latest_finish[n] = min((latest_finish[s] - cost[s] for s in problem.succs[n]), default=end)
+        latest_finish[n] = min((latest_finish[s] - cost[s] for s in succs[n]), default=end)
     return {n: latest_finish[n] - cost[n] - earliest[n] for n in problem.order}
 
 

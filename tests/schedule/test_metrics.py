@@ -9,6 +9,7 @@ import pytest
 
 from pccx_flow.hardware.profile import load_profile
 from pccx_flow.schedule.metrics import (
+    dag_slack,
     latest_starts,
     laurel_overlap,
     min_cost_critical_path,
@@ -119,6 +120,16 @@ def test_ple_slack_by_hand():
     assert slack["min"] == 0 and slack["zero_layers"] == [1]
     # in the graph alone (no lanes): the end is 11 and m could start as late as 10
     assert slack["dag_per_layer"] == {0: 8, 1: 0} and slack["dag_zero_layers"] == [1]
+
+
+def test_dag_slack_is_the_graphs_not_the_l2_heuristics():
+    """An order-only edge (the L2 read-ahead's) may delay a node in a schedule, but the
+    graph alone does not: `m`'s slack in the DAG ignores the edge b -> m."""
+    g = nx.DiGraph([("a", "b"), ("a", "m")])
+    costs = {"a": {"x": 2}, "b": {"x": 8}, "m": {"x": 1}}
+    problem = SchedulingProblem(g, [Lane("x", "cpu")], costs, order_edges=[("b", "m")])
+    slack = dag_slack(problem)
+    assert slack == {"a": 0, "b": 0, "m": 7}  # end 10; m could start as late as 9
 
 
 def test_latest_starts_give_a_valid_schedule_no_longer_than_the_original(decode_graph):
