@@ -58,10 +58,7 @@ def chain_resources(problem: SchedulingProblem) -> list[tuple[str, int, list[Nod
         (problem.least_work(users) / count for _, count, users in out if count),
         default=0,
     )
-    by_class: dict[str, set[str]] = defaultdict(set)
-    for lane in problem.lanes:
-        by_class[lane.lane_class].add(lane.name)
-    for cls, lanes in sorted(by_class.items()):
+    for cls, lanes in sorted(problem.lanes_by_class().items()):
         users = problem.confined_to(lanes)
         if users and problem.least_work(users) / len(lanes) >= pool_work:
             out.append((lane_resource(cls), len(lanes), users))

@@ -283,6 +283,13 @@ class SchedulingProblem:
         names = set(lanes)
         return [n for n in self.order if self.costs[n].keys() <= names]
 
+    def lanes_by_class(self) -> dict[str, set[str]]:
+        """Each lane class's lane names."""
+        out: dict[str, set[str]] = {}
+        for lane in self.lanes:
+            out.setdefault(lane.lane_class, set()).add(lane.name)
+        return out
+
     def least_work(self, nodes: Iterable[Node]) -> int:
         """The nodes' costs on their cheapest lanes, summed: a work bound's numerator."""
         return sum(self.min_cost(n) for n in nodes)

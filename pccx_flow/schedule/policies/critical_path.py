@@ -73,10 +73,7 @@ def first_stage_binds(problem: SchedulingProblem, first: set[Node]) -> bool:
         users = problem.pool_users(pool)
         if users and count:
             work.append(problem.least_work(users) / count)
-    by_class: dict[str, set[str]] = {}
-    for lane in problem.lanes:
-        by_class.setdefault(lane.lane_class, set()).add(lane.name)
-    for names in by_class.values():
+    for names in problem.lanes_by_class().values():
         if names <= lanes:
             continue
         if problem.least_work(problem.confined_to(names)) / len(names) > max(work):
