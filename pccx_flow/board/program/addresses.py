@@ -124,9 +124,21 @@ class Addresses:
         # Regions whose tensors are dead but may still be read by an unfenced instruction:
         # they go back to the free list at the next fence (so no overwrite needs its own fence).
         self.quarantine: list[tuple[int, int]] = []
-        self._plan_long_lived()
+        regions = self._region_words()
+        # large regions stack from the top a slot of the largest one apart (`L2Allocator`)
+        self.l2.slot_words = max((sum(sizes) for sizes in regions.values()
+                                  if sum(sizes) * LARGE_FRACTION >= self.l2.total_words),
+                                 default=0)  # fmt: skip
+        self._plan_long_lived(regions)
 
-    def _plan_long_lived(self) -> None:
+    def _region_words(self) -> dict[tuple[str, ...], list[int]]:
+        """Every L2 region of the step: its parts' tensors -> their words."""
+        regions = {}
+        for key in {self.group_of.get(t, (t,)) for t in self.npu if self.rep(t) == t}:
+            regions[key] = [words_for(self._l2_bytes(p)) for p in key]
+        return regions
+
+    def _plan_long_lived(self, regions: dict[tuple[str, ...], list[int]]) -> None:
         """Place ahead, at the top of L2, the regions that live through much of the step
         (the embedding scale, the PLE inputs, the new rows the KV-sharing layers keep
         reading, with the KV tile grouped with each row).
@@ -139,12 +151,9 @@ class Addresses:
         regions dying before may use its words (`L2Allocator.alloc`); the tiles stack under
         them. A region lives through "much of the step" when more than a quarter of the
         step's KV tiles come and go during its life; the long-lived parts stay within the
-        top 1/`LONG_LIVED_SHARE` of L2.
+        top 1/`LONG_LIVED_SHARE` of L2. `regions` are the step's (`_region_words`).
         """
         total = self.l2.total_words
-        regions = {}  # every region: its parts' tensors -> their words
-        for key in {self.group_of.get(t, (t,)) for t in self.npu if self.rep(t) == t}:
-            regions[key] = [words_for(self._l2_bytes(p)) for p in key]
         births = sorted(
             min(self.needed_at.get(p, 0) for p in key)
             for key, sizes in regions.items()

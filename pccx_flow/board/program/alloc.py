@@ -14,7 +14,15 @@ small ones:
   the lowering retries with them above the window (``small="above-reach"``) when that
   fails, since then they can crowd the CVO's tensors out of the window instead;
 - large regions (at least 1/16 of L2): the top of the highest hole, so they stack from the
-  top and the small ones never split the space they need.
+  top and the small ones never split the space they need. A large region smaller than the
+  largest (``slot_words``: a KV tile read without the new row, 64 words short of one
+  with it) starts where a region of the largest size would, its spare words on top: the
+  boundaries of the stack stay a whole tile apart, so the hole a short tile leaves takes
+  a whole one. Placed at the top of its hole instead, the short tile shifted every tile
+  stacked under it down by its spare words, and once a whole tile took its place the hole
+  above the lower one was short by that much (E4B at position 1023 on v002-as-built, a
+  KV-sharing layer whose V tile 1 is read before V tile 0's ·V: 32,704 words for a
+  32,768-word tile).
 
 Tensors that one instruction reads as one operand (the parts of a GEMV's input vector, a KV
 tile and the new row) are one *group*: one contiguous region, parts in order; each part is
@@ -67,9 +75,9 @@ class L2Allocator:
     """Two-ended free-list allocator over ``total_words`` with a low window of ``reach_words``.
 
     ``low=True`` requests are placed first-fit from the bottom and must end within the reach;
-    small others first-fit from the bottom too; large ones at the top of the highest hole
-    (module docstring). It tracks the peak of live words and the fragmentation
-    at that peak.
+    small others first-fit from the bottom too; large ones at the top of the highest hole,
+    a whole ``slot_words`` down when they are smaller (module docstring). It tracks the peak
+    of live words and the fragmentation at that peak.
     """
 
     total_words: int
@@ -78,6 +86,9 @@ class L2Allocator:
     # the top free for the large ones) or "above-reach" (first fit above the CVO window,
     # else anywhere, which keeps the window for the CVO's tensors)
     small: str = "bottom"
+    # the largest large region's words (0: none): a smaller large region starts where one of
+    # this size would (module docstring)
+    slot_words: int = 0
     free: list[list[int]] = field(default_factory=list)  # sorted [start, end) ranges
     live_words: int = 0
     peak_words: int = 0
@@ -203,7 +214,9 @@ class L2Allocator:
         if not fits:
             return None
         if words * LARGE_FRACTION >= self.total_words:
-            return fits[-1][1] - words  # the top of the highest hole
+            top = fits[-1][1]  # the top of the highest hole, a whole slot down if it has one
+            slot = top - self.slot_words
+            return slot if words < self.slot_words and slot >= fits[-1][0] else top - words
         if self.small == "above-reach":
             reach = self.reach_words
             above = [max(h[0], reach) for h in fits if h[1] - max(h[0], reach) >= words]

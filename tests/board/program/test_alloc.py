@@ -38,6 +38,30 @@ def test_small_ones_fill_from_the_bottom_and_leave_the_large_a_contiguous_hole()
     assert a.free == [[0, 160]] and a.live_words == 0 and a.peak_words == 140
 
 
+def _stack_short_tile_then_whole_ones(slot_words: int) -> tuple[list[int | None], list]:
+    """Whole tiles of 30 words and one of 29 (read without its row) in an L2 of three
+    tiles and 2 words: A, short B under it, C under B; B and A die; D and E arrive."""
+    a = L2Allocator(total_words=92, reach_words=92, slot_words=slot_words)
+    placed = [a.alloc(30, low=False), a.alloc(29, low=False), a.alloc(30, low=False)]
+    a.release(placed[1], 29)
+    a.release(placed[0], 30)
+    placed += [a.alloc(30, low=False), a.alloc(30, low=False)]
+    return placed, a.free
+
+
+def test_a_short_large_region_starts_where_a_whole_one_would_so_holes_stay_whole():
+    """At the top of its hole the short tile shifts C down by its spare word, and the hole
+    it leaves is a word short of the next whole tile although 32 words are free; a slot
+    down, every boundary stays a whole tile apart and both fit."""
+    placed, free = _stack_short_tile_then_whole_ones(slot_words=0)
+    assert placed == [62, 33, 3, 62, None] and free == [[0, 3], [33, 62]]
+    placed, free = _stack_short_tile_then_whole_ones(slot_words=30)
+    assert placed == [62, 32, 2, 62, 32] and free == [[0, 2]]
+    a = L2Allocator(total_words=92, reach_words=92, slot_words=30)
+    assert a.alloc(70, low=False) == 22  # larger than the slot: the top of its hole
+    assert a.alloc(20, low=False) == 2  # the hole holds no whole slot: its top
+
+
 def test_slot_cache_reuses_values_and_evicts_the_least_recently_used():
     c = SlotCache(n_slots=2)
     assert c.lookup(("fmap_shape", 1, 2, 3), now=0) == (0, True, None)

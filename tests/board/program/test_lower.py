@@ -278,6 +278,8 @@ def test_regions_living_through_the_step_are_placed_ahead_at_the_top():
     schedule = run_policy(problem_from_graph(graph, profile, memory=True), profile, "heft")
     lw = _Lowering(graph, schedule, profile, config)
     total = lw.l2.total_words
+    # large regions stack a whole KV tile apart: 512 rows of 2 x 256 BF16 keys, 512 KiB
+    assert lw.l2.slot_words * 16 == 512 * config.n_kv_heads * config.head_dim * 2
     planned = dict(lw.promised)
     assert len(planned) >= 10 and len(lw.l2.reserved) == len(planned)
     assert all(addr >= total - total // LONG_LIVED_SHARE for addr, _ in planned.values())
