@@ -153,6 +153,16 @@ V_AFTER_EARLIER_K_MAX_TILES = 2
 # / 8191 to 2.59 / 2.45 / 2.34 %). Double buffering every V tile made the steps longer
 # (the V reads then took L2 and the DMA from the K reads): `double_last_v=False` keeps the
 # single-buffered rule for a study.
+# A layer of two tiles that reads another layer's KV (E4B's layers 20-34 below 2,048
+# tokens) double buffers its V tile 1 as well: it waits for V tile 0's read and K tile 0's
+# scores, not for V tile 0's ·V. Its tiles hold no new row of its own, so V tile 1 is a
+# tile's room the DMA can fill while V tile 0's ·V runs; single-buffered, the GEMV lanes
+# idled a tile read per layer (~12 k cycles) before the last ·V. At 1023, within L2:
+# critical-path+improve 1.12 % -> 0.92 % over the largest bound on v002-as-built (critical-
+# path 1.41 -> 1.20 %, heft 1.50 -> 1.26 %), 2.27 -> 2.21 % on v002-spec (critical-path
+# 2.48 -> 2.41 %, heft 2.80 -> 2.73 %). The same for every two-tile layer was worse
+# (v002-as-built critical-path+improve 1.11 %, v002-spec 2.34 %). Its programs lower
+# because the allocator stacks tiles a whole tile apart (`L2Allocator.slot_words`).
 DOUBLE_LAST_V = True
 
 
@@ -190,12 +200,16 @@ def kv_prefetch_edges(
       `V_AFTER_EARLIER_K_MAX_TILES` key tiles it waits for K tile t-1 instead (see there).
       In a layer of three or more, the last V tile waits instead for V tile t-1 itself
       (the read before it), every reader of V tile t-2 and every reader of the last two K
-      tiles (every score is done): double buffered at the end (`DOUBLE_LAST_V`).
+      tiles (every score is done): double buffered at the end (`DOUBLE_LAST_V`). In a
+      layer of two that reads another layer's KV (it writes no row of its own), V tile 1
+      waits for V tile 0 itself and every reader of K tile 0 (`DOUBLE_LAST_V` too).
 
     So, whatever the policy, a layer holds at most two K tiles and one V tile, or two V
-    tiles and no K tile at its end, and the next layer's first two K tiles and first V tile
-    once this layer's attention is done (every reader of its last K tile and its last two
-    V tiles).
+    tiles and at most one K tile at its end, and the next layer's first two K tiles and
+    first V tile once this layer's attention is done (every reader of its last K tile and
+    its last two V tiles; in a two-tile KV-sharing layer, its last V tile: its V tile 0's
+    ·V may still run then, and waiting for it too took E4B's 1023 step on v002-as-built
+    from 0.92 % to 1.10 % over the largest bound, critical-path+improve).
 
     Why the last tile second: the program keeps an operand's parts in one contiguous L2
     region (`pccx_flow.board.program.addresses`), placed when its first part is produced.
@@ -236,14 +250,20 @@ def kv_prefetch_edges(
     # waits for its own attention input.
     kv_layers = sorted({layer for layer, _ in reads})
 
-    def doubled(layer: int) -> bool:  # its last V tile is double buffered (docstring)
+    own_rows = {int(a["layer"]) for _, a in graph.nodes(data=True) if a.get("kernel") == "kv_write"}
+
+    def doubled(layer: int) -> int:  # its last V tile is double buffered: its tile count
         k_tiles, v_tiles = reads.get((layer, "k"), ()), reads.get((layer, "v"), ())
-        return double_last_v and len(v_tiles) >= 3 and len(k_tiles) == len(v_tiles)
+        if not double_last_v or len(k_tiles) != len(v_tiles):
+            return 0
+        if len(v_tiles) >= 3 or (len(v_tiles) == 2 and layer not in own_rows):
+            return len(v_tiles)
+        return 0
 
     done: dict[int, list[Node]] = {}
     for layer in kv_layers:
         last = [reads[(layer, kind)][-1] for kind in ("k", "v") if (layer, kind) in reads]
-        if doubled(layer):  # the tile before the last V tile may be read last
+        if doubled(layer) >= 3:  # the tile before the last V tile may be read last
             last.append(reads[(layer, "v")][-2])
         done[layer] = sorted({r for n in last for r in after(n)}, key=str)
 
@@ -274,6 +294,8 @@ def kv_prefetch_edges(
         for t, n in enumerate(nodes):
             if t == 0 and streams_early(layer):
                 sources = list(anchor[layer])
+            elif t == len(nodes) - 1 and doubled(layer) == 2:
+                sources = [nodes[0], *after(k_reads[0])]
             elif t == len(nodes) - 1 and doubled(layer):
                 sources = [nodes[t - 1], *after(nodes[t - 2])]
                 sources += [r for k_tile in k_reads[-2:] for r in after(k_tile)]

@@ -451,6 +451,24 @@ def test_a_short_context_streams_in_during_the_previous_layers_mlp():
     assert not set(problem.preds[v[1]]) & set(graph.successors(k[1]))
 
 
+def test_a_two_tile_layer_sharing_kv_reads_v_tile_1_during_the_v_of_tile_0():
+    """A KV-sharing layer (tiny's global layer 9 reads layer 4's cache) writes no row of its
+    own: V tile 1 waits for V tile 0's read and K tile 0's scores, not V tile 0's ·V; an
+    own-KV layer's (4) still waits for that ·V. `double_last_v=False` keeps both single."""
+    profile = load_profile("v002-spec")
+    graph = build_decode_graph("tiny", position=40, tile_rows=32, profile=profile)
+    assert "L09.attn.k_write" not in graph and "L04.attn.k_write" in graph
+    problem = problem_from_graph(graph, profile, memory=True)
+    single = problem_from_graph(graph, profile, memory=True, read_ahead={"double_last_v": False})
+    for layer in (4, 9):
+        _, k, v = _layer_reads(graph, layer)
+        assert len(k) == len(v) == 2
+        after_v0, after_k0 = set(graph.successors(v[0])), set(graph.successors(k[0]))
+        assert set(single.preds[v[1]]) == after_v0 | after_k0
+        doubled = {v[0]} | after_k0 if layer == 9 else after_v0 | after_k0
+        assert set(problem.preds[v[1]]) == doubled
+
+
 def test_kv_reads_are_issued_just_ahead_of_use_the_tile_with_the_new_row_second():
     profile = load_profile("v002-spec")
     graph = build_decode_graph("tiny", position=40, tile_rows=16, profile=profile)
