@@ -84,6 +84,19 @@ def test_summary_fits_80_columns_and_labels_times(decode_graph):
     assert text.rstrip().endswith("no pccx board has been timed.")
 
 
+def test_blocked_causes_that_round_to_nothing_are_left_out(decode_graph):
+    """A cause under 0.05 % of the makespan printed as "pools 0.0 %" and pushed the line
+    past 80 columns, where it was cut."""
+    profile, problem, schedule = scheduled(decode_graph)
+    metrics = schedule_metrics(schedule, problem, profile)
+    span = metrics["makespan_cycles"]
+    metrics["critical_path"]["blocked_cycles"] = {
+        "lane": span * 0.015, "lane+pool": span * 0.883, "pool": span * 0.0004,
+    }  # fmt: skip
+    line = next(x for x in format_summary(metrics, {}).splitlines() if "blocked by" in x)
+    assert line.strip() == "ready but blocked by: lanes 1.5 %, lane+pools 88.3 % (of the makespan)"
+
+
 def test_policy_list_is_one_line_each():
     rows = [("a", "built-in", "first"), ("bb", "plugin m:C", "second")]
     text = format_policy_list(rows, default="a")
