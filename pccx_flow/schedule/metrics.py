@@ -23,7 +23,7 @@ data (dicts of numbers and names) that the report, the JSON output and the bench
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from math import ceil
 from typing import Any
 
@@ -465,19 +465,32 @@ def schedule_metrics(
     problem: SchedulingProblem,
     profile: Any = None,
     *,
-    bounds: dict[str, Any] | None = None,
+    bounds: dict[str, Any] | Callable[[], dict[str, Any]] | None = None,
 ) -> dict:
     """Every metric of the module docstring as plain, JSON-compatible data.
 
     `bounds` is `step_bounds` of the same problem and profile when the caller has it
-    already (`pccx_flow.schedule.bounds_beside` computes it while the policy runs)."""
+    already, or a function returning it: called last, after every other metric, so bounds
+    computed in another process while the policy ran (`pccx_flow.schedule.bounds_beside`)
+    have the time these metrics take to arrive."""
     span = schedule.makespan
+    cp_min = min_cost_critical_path(problem)
+    busy, pools = utilisation(schedule), pool_occupancy(schedule, problem)
+    memory = memory_metrics(schedule, problem)
+    critical = schedule_critical_path(schedule, problem)
+    blocks = {}
+    if any("block" in a for _, a in problem.graph.nodes(data=True)):
+        blocks = {
+            "laurel_overlap": laurel_overlap(schedule, problem),
+            "ple_slack": ple_slack(schedule, problem),
+        }
+    if callable(bounds):
+        bounds = bounds()
     sb = bounds if bounds is not None else step_bounds(problem, profile)
     bounds, bound_source = sb["bounds_cycles"], sb["bounds_source"]
     reference_name, largest_name = sb["reference_bound"], sb["largest_bound"]
     reference = bounds[reference_name]
     largest = bounds[largest_name]
-    cp_min = min_cost_critical_path(problem)
     out: dict[str, Any] = {
         "policy": schedule.policy,
         "profile": schedule.profile,
@@ -498,10 +511,10 @@ def schedule_metrics(
         "gap_to_reference_bound": (span / reference - 1.0) if reference else None,
         "below_bounds": sorted(k for k, v in bounds.items() if span < v),
         "schedule_length_ratio": span / cp_min if cp_min else None,
-        "utilisation": utilisation(schedule),
-        "pool_occupancy": pool_occupancy(schedule, problem),
+        "utilisation": busy,
+        "pool_occupancy": pools,
+        **memory,
     }
-    out.update(memory_metrics(schedule, problem))
     core_hz = getattr(profile, "core_hz", None)
     if core_hz:
         out["estimate"] = estimate_label(profile)
@@ -509,9 +522,6 @@ def schedule_metrics(
         out["makespan_us"] = span / core_hz * 1e6
         out["tokens_per_second"] = core_hz / span if span else None
         out["largest_bound_tokens_per_second"] = core_hz / largest if largest else None
-    out["critical_path"] = schedule_critical_path(schedule, problem)
-    has_blocks = any("block" in a for _, a in problem.graph.nodes(data=True))
-    if has_blocks:
-        out["laurel_overlap"] = laurel_overlap(schedule, problem)
-        out["ple_slack"] = ple_slack(schedule, problem)
+    out["critical_path"] = critical
+    out.update(blocks)
     return out

@@ -118,3 +118,27 @@ def test_metrics_take_the_bounds_given_instead_of_computing_them(tiny_step, monk
 
     monkeypatch.setattr("pccx_flow.schedule.metrics.step_bounds", refuse)
     assert schedule_metrics(schedule, problem, profile, bounds=given) == expected
+
+
+def test_metrics_ask_a_bounds_function_last(tiny_step, monkeypatch):
+    """Given a function, the metrics call it once, after every metric of the schedule
+    (the PLE slack is the last), so bounds computed beside have that time to arrive."""
+    from pccx_flow.schedule import metrics
+
+    problem, profile = tiny_step
+    schedule = run_policy(problem, profile, "critical-path")
+    expected = schedule_metrics(schedule, problem, profile)
+    calls = []
+    ple_slack = metrics.ple_slack
+
+    def recorded_ple_slack(*args):
+        calls.append("ple_slack")
+        return ple_slack(*args)
+
+    def bounds():
+        calls.append("bounds")
+        return step_bounds(problem, profile)
+
+    monkeypatch.setattr(metrics, "ple_slack", recorded_ple_slack)
+    assert schedule_metrics(schedule, problem, profile, bounds=bounds) == expected
+    assert calls == ["ple_slack", "bounds"]
