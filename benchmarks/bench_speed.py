@@ -3,11 +3,12 @@
 `bench_gap.py` times each stage once per point, beside everything else it runs; on a noisy
 machine one run says little. This builds the E4B step at one position per profile and
 times, `--runs` times each, in one process: building the graph, the problem within L2, the
-bounds `schedule` prints (`step_bounds`), `heft` with its validation, and the two as
-`schedule` runs them, the bounds in a forked child beside the policy (`bounds_beside`,
-stage `beside`), the cyclic collector paused during each run as `schedule` runs the step
-(what a run made is collected before the next). *in turn* adds graph, problem, bounds and
-heft; *as schedule* adds graph, problem and beside. The profiles' runs alternate, so the
+bounds `schedule` prints (`step_bounds`), `heft` with its validation, the schedule's other
+metrics (`schedule_metrics` given the bounds), and the three as `schedule` runs them, the
+bounds in a forked child beside the policy and the metrics (`bounds_beside`, stage
+`beside`), the cyclic collector paused during each run as `schedule` runs the step (what a
+run made is collected before the next). *in turn* adds graph, problem, bounds, heft and
+metrics; *as schedule* adds graph, problem and beside. The profiles' runs alternate, so the
 `heft` ratio is taken pair by pair while the machine's speed drifts (target: `heft` on
 `v002-as-built` within 1.5x of its `v002-spec` time).
 
@@ -46,13 +47,13 @@ from pccx_flow.graph.build import build_decode_graph  # noqa: E402
 from pccx_flow.hardware.profile import load_profile  # noqa: E402
 from pccx_flow.schedule import chains  # noqa: E402
 from pccx_flow.schedule.bounds_beside import bounds_beside  # noqa: E402
-from pccx_flow.schedule.metrics import step_bounds  # noqa: E402
+from pccx_flow.schedule.metrics import schedule_metrics, step_bounds  # noqa: E402
 from pccx_flow.schedule.problem import problem_from_graph  # noqa: E402
 from pccx_flow.schedule.registry import make_policy, run_on_problem  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PROFILES = ("v002-spec", "v002-as-built")
-STAGES = ("graph", "problem", "bounds", "heft", "beside")
+STAGES = ("graph", "problem", "bounds", "heft", "metrics", "beside")
 
 
 def _timed(fn, *args, **kwargs):
@@ -73,20 +74,24 @@ def one_run(profile_name: str, position: int) -> dict[str, float]:
     with collector_paused(collect_after=True):
         graph, g_s = _timed(build_decode_graph, "e4b", position=position, profile=profile)
         problem, p_s = _timed(problem_from_graph, graph, profile, memory=True)
-        _, b_s = _timed(step_bounds, problem, profile)
+        bounds, b_s = _timed(step_bounds, problem, profile)
         policy = make_policy("heft")
-        _, h_s = _timed(run_on_problem, policy, problem, label="heft", profile=profile.name)
+        schedule, h_s = _timed(run_on_problem, policy, problem, label="heft",
+                               profile=profile.name)  # fmt: skip
+        _, m_s = _timed(schedule_metrics, schedule, problem, profile, bounds=bounds)
         _, both_s = _timed(_beside, problem, profile)
-    del graph, problem
+    del graph, problem, schedule
     gc.collect()
-    return dict(zip(STAGES, (g_s, p_s, b_s, h_s, both_s), strict=True))
+    return dict(zip(STAGES, (g_s, p_s, b_s, h_s, m_s, both_s), strict=True))
 
 
 def _beside(problem, profile) -> None:
-    """`heft` with the bounds computed beside it, as `schedule` runs them."""
+    """`heft` and its metrics with the bounds computed beside them, as `schedule` runs
+    them (the metrics ask for the bounds last)."""
     with bounds_beside(problem, profile) as bounds:
-        run_on_problem(make_policy("heft"), problem, label="heft", profile=profile.name)
-        bounds()
+        schedule = run_on_problem(make_policy("heft"), problem, label="heft",
+                                  profile=profile.name)  # fmt: skip
+        schedule_metrics(schedule, problem, profile, bounds=bounds)
 
 
 def measure(position: int, runs: int) -> dict:
@@ -173,7 +178,7 @@ def format_result(r: dict) -> str:
     head = "".join(f"{s:>9}" for s in STAGES)
     lines.append(f"  {'profile':<14}{head}{'in turn':>10}{'as schedule':>13}")
     for p, by in r["median"].items():
-        in_turn = by["graph"] + by["problem"] + by["bounds"] + by["heft"]
+        in_turn = by["graph"] + by["problem"] + by["bounds"] + by["heft"] + by["metrics"]
         as_schedule = by["graph"] + by["problem"] + by["beside"]
         row = "".join(f"{by[s]:9.3f}" for s in STAGES)
         lines.append(f"  {p:<14}{row}{in_turn:10.3f}{as_schedule:13.3f}")
