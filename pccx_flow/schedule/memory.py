@@ -252,7 +252,7 @@ def kv_prefetch_edges(
 
     own_rows = {int(a["layer"]) for _, a in graph.nodes(data=True) if a.get("kernel") == "kv_write"}
 
-    def doubled(layer: int) -> int:  # its last V tile is double buffered: its tile count
+    def doubled(layer: int) -> int:  # tiles of a layer whose last V tile is double buffered, or 0
         k_tiles, v_tiles = reads.get((layer, "k"), ()), reads.get((layer, "v"), ())
         if not double_last_v or len(k_tiles) != len(v_tiles):
             return 0

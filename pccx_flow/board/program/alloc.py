@@ -21,8 +21,8 @@ small ones:
   a whole one. Placed at the top of its hole instead, the short tile shifted every tile
   stacked under it down by its spare words, and once a whole tile took its place the hole
   above the lower one was short by that much (E4B at position 1023 on v002-as-built, a
-  KV-sharing layer whose V tile 1 is read before V tile 0's ·V: 32,704 words for a
-  32,768-word tile).
+  KV-sharing layer whose V tile 1 is read before V tile 0's ·V: a hole of 32,704 words
+  for a 32,768-word tile).
 
 Tensors that one instruction reads as one operand (the parts of a GEMV's input vector, a KV
 tile and the new row) are one *group*: one contiguous region, parts in order; each part is
