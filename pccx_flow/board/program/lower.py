@@ -60,6 +60,7 @@ from pccx_flow.board.program.host_steps import HostSteps
 from pccx_flow.board.program.summary import live_demand_peak, summarise
 from pccx_flow.board.program.tensors import DONE_NODE, DONE_SCRATCH, HOST_READ, HOST_WRITE
 from pccx_flow.board.program.words import Words
+from pccx_flow.errors import InputError
 from pccx_flow.graph.nodes import OP_LANE
 from pccx_flow.precision import kv_cache_dtype
 
@@ -148,8 +149,18 @@ def lower(graph: nx.DiGraph, schedule, profile, config, *, done_markers: bool = 
     the words; None takes the profile's ``[program] target``. L2 placement is a heuristic
     (the schedule guarantees bytes, not contiguity): when the
     default placement fails, the lowering is retried once with small tensors kept above
-    the CVO window; if that fails too, the first error is raised.
+    the CVO window; if that fails too, the first error is raised. A cut of the step that
+    starts after layer 0 is refused: its inputs enter from the decode state (``state_read``
+    nodes), and a program has no words that load them.
     """
+    entering = [n for n, d in graph.nodes(data=True) if d.get("kernel") == "state_read"]
+    if entering:
+        layers = graph.graph.get("layers") or ("?", "?")
+        raise InputError(
+            f"the step's layers {layers[0]}:{layers[1]} start after layer 0, so {len(entering)} "
+            f"values enter from the decode state ({entering[0]}, ...), which a program has no "
+            "words to load; lower a step that starts at layer 0 (--layers 0:B)"
+        )
     t = target_of(profile, target)
     try:
         lw = _lower_with(graph, schedule, profile, config, "bottom", done_markers, t)

@@ -150,6 +150,22 @@ def test_a_program_that_does_not_fit_fails_in_one_line(tiny_program):
     assert msg.startswith("does not fit: tensor ") and "instruction" in msg and "peak" in msg
 
 
+def test_a_cut_that_starts_after_layer_0_is_refused_in_one_line():
+    """Its inputs enter from the decode state (state_read MEMCPY nodes, no inputs): the
+    lowering read a copy's source off its inputs and raised IndexError."""
+    from pccx_flow.errors import InputError
+    from pccx_flow.graph.build import build_decode_graph
+    from pccx_flow.hardware.profile import load_profile
+    from pccx_flow.schedule.problem import problem_from_graph
+    from pccx_flow.schedule.registry import run_policy
+
+    profile = load_profile("v002-spec")
+    graph = build_decode_graph("tiny", position=5, profile=profile, layers=(2, 4))
+    schedule = run_policy(problem_from_graph(graph, profile, memory=True), profile, "heft")
+    with pytest.raises(InputError, match=r"layers 2:4 start after layer 0, .*\(--layers 0:B\)$"):
+        lower(graph, schedule, profile, get_config("tiny"))
+
+
 def test_a_kv_tile_grouped_with_the_new_row_is_freed_after_its_own_last_reader():
     """A key tile and this step's row are one operand (one region), but later KV-sharing
     layers keep reading the row: the tile's words must come back when the tile dies, not
