@@ -557,9 +557,10 @@ def cut_section(d: dict) -> str:
         "proved above the bound; † the cut with its inputs behind one 0-cycle node, so that "
         "they are not taken for KV reads, a bound of the cut too; ‡ a second solve searching "
         "for a bound: objective shaving beside the full linear relaxation; the bounds were "
-        "recomputed with `--bounds-only` after `capacity_chain` changed, the schedules and "
-        "CP-SAT's results are the first run's, from before scores ran three KV tiles ahead "
-        "of their ·V)\n\n" + _table(head, rows)
+        "recomputed with `--bounds-only` after `capacity_chain` changed; the 1023 rows' "
+        "schedules and CP-SAT's results are the first run's, from before scores ran three "
+        "KV tiles ahead of their ·V, the 8191 rows' are from a rerun after a layer's last V "
+        "tile was double buffered)\n\n" + _table(head, rows)
     )
 
 

@@ -162,7 +162,8 @@ V_AFTER_EARLIER_K_MAX_TILES = 2
 # path 1.41 -> 1.20 %, heft 1.50 -> 1.26 %), 2.27 -> 2.21 % on v002-spec (critical-path
 # 2.48 -> 2.41 %, heft 2.80 -> 2.73 %). The same for every two-tile layer was worse
 # (v002-as-built critical-path+improve 1.11 %, v002-spec 2.34 %). Its programs lower
-# because the allocator stacks tiles a whole tile apart (`L2Allocator.slot_words`).
+# because the allocator stacks tiles a whole tile apart (`L2Allocator.slot_words`) and
+# keeps what lives through the step in the top sixteenth of L2 (`LONG_LIVED_SHARE`).
 DOUBLE_LAST_V = True
 
 

@@ -25,8 +25,13 @@ from pccx_flow.board.program.tensors import operand_groups
 from pccx_flow.schedule.memory import HOST_OUTPUT_COPIES
 
 # The long-lived regions placed ahead at the top take at most 1/LONG_LIVED_SHARE of L2
-# (224 KiB of 1.75 MiB): below that, three 512 KiB KV tiles still fit.
-LONG_LIVED_SHARE = 8
+# (112 KiB of 1.75 MiB): below that, three 512 KiB KV tiles and the small regions that
+# fill from the bottom (~70 KiB in E4B's programs) still fit. With the top eighth, a short
+# last tile grouped with its new row (a row the KV-sharing layers keep reading) was planned
+# 130 words into the third tile's room, and E4B's programs at position 700 on
+# v002-as-built (critical-path, min-min, random) did not lower once those layers read V
+# tile 1 during V tile 0's ·V.
+LONG_LIVED_SHARE = 16
 
 
 def promised_note(reserved: list[list[int]]) -> str:
