@@ -192,17 +192,18 @@ class Addresses:
             offsets = [sum(sizes[:i]) for i in range(len(sizes))]
             width = sum(sizes)
             ends = sorted({total, *(lo for lo, *_ in planned)}, reverse=True)
-            for end in ends:
-                base = end - width
-                parts = [(base + o, base + o + w, *life(p))
+            lowest = min(o for p, o in zip(key, offsets, strict=True) if long_lived(p))
+            base = None
+            for end in ends:  # from the top down
+                if end - width < 0 or end - width + lowest < floor:
+                    break  # below the top share here, and at every lower end
+                parts = [(end - width + o, end - width + o + w, *life(p))
                          for p, o, w in zip(key, offsets, sizes, strict=True)]  # fmt: skip
-                if base < 0 or any(part[0] < floor for part, p in zip(parts, key, strict=True)
-                                   if long_lived(p)):  # fmt: skip
-                    continue
                 if all(not (lo < qhi and qlo < hi and b <= qd and qb <= d)
                        for lo, hi, b, d in parts for qlo, qhi, qb, qd in planned):  # fmt: skip
+                    base = end - width
                     break
-            else:
+            if base is None:
                 continue  # no room at the top while it lives: the scan places it
             planned.extend(parts)
             if len(key) > 1:
