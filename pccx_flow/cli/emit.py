@@ -144,6 +144,12 @@ def run(args: argparse.Namespace) -> int:
     from pccx_flow.schedule.registry import make_policy, run_policy
 
     step = step_from_args(args)
+    if step.layers and step.layers[0] > 0:  # what lower() refuses, before the schedule
+        a, b = step.layers
+        raise InputError(
+            f"--layers {a}:{b} starts after layer 0: the step's inputs would enter from the "
+            f"decode state, which a program has no words to load; emit --layers 0:{b}"
+        )
     make_policy(args.policy, seed=args.seed)  # fail fast, before the graph is built
     profile = load_profile(args.profile)
     if args.out is not None:

@@ -107,6 +107,17 @@ def test_emit_that_does_not_fit_is_one_line(tmp_path, capsys):
     assert "'l2'" in err and "larger cap" in err
 
 
+def test_emit_of_a_cut_after_layer_0_is_one_line_before_any_schedule(capsys, monkeypatch):
+    def no_graph(*_args, **_kwargs):
+        raise AssertionError("the graph was built")
+
+    monkeypatch.setattr("pccx_flow.graph.build.build_decode_graph", no_graph)
+    assert main(["emit", "--preset", "tiny", "--position", "3", "--layers", "2:4"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--layers 2:4 starts after layer 0" in err
+    assert err.rstrip().endswith("emit --layers 0:4")
+
+
 def _one_line(capsys) -> str:
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err, err
