@@ -15,14 +15,18 @@ small ones:
   fails, since then they can crowd the CVO's tensors out of the window instead;
 - large regions (at least 1/16 of L2): the top of the highest hole, so they stack from the
   top and the small ones never split the space they need. A large region smaller than the
-  largest (``slot_words``: a KV tile read without the new row, 64 words short of one
-  with it) starts where a region of the largest size would, its spare words on top: the
-  boundaries of the stack stay a whole tile apart, so the hole a short tile leaves takes
-  a whole one. Placed at the top of its hole instead, the short tile shifted every tile
-  stacked under it down by its spare words, and once a whole tile took its place the hole
-  above the lower one was short by that much (E4B at position 1023 on v002-as-built, a
-  KV-sharing layer whose V tile 1 is read before V tile 0's ·V: a hole of 32,704 words
-  for a 32,768-word tile).
+  largest (``slot_words``: a KV tile read without the new row, 64 words short of one with
+  it) but at least half its size starts where a region of the largest size would, its
+  spare words on top: the boundaries of the stack stay a whole tile apart, so the hole a
+  short tile leaves takes a whole one. Placed at the top of its hole instead, the short
+  tile shifted every tile stacked under it down by its spare words, and once a whole tile
+  took its place the hole above the lower one was short by that much (E4B at position
+  1023 on v002-as-built, a KV-sharing layer whose V tile 1 is read before V tile 0's ·V:
+  a hole of 32,704 words for a 32,768-word tile). A shorter one (a last tile of few rows)
+  keeps the top of its hole, or the room idle above it was missed (E4B's layers 0-21 at
+  position 700 on v002-as-built, a last tile of 188 rows, did not lower); aligning only
+  regions within 1/16 of a slot, the steps at 952 and 976 (last tiles of 440 and 464
+  rows) did not.
 
 Tensors that one instruction reads as one operand (the parts of a GEMV's input vector, a KV
 tile and the new row) are one *group*: one contiguous region, parts in order; each part is
@@ -76,8 +80,8 @@ class L2Allocator:
 
     ``low=True`` requests are placed first-fit from the bottom and must end within the reach;
     small others first-fit from the bottom too; large ones at the top of the highest hole,
-    a whole ``slot_words`` down when they are smaller (module docstring). It tracks the peak
-    of live words and the fragmentation at that peak.
+    a whole ``slot_words`` down when they are smaller but half of it or more (module
+    docstring). It tracks the peak of live words and the fragmentation at that peak.
     """
 
     total_words: int
@@ -216,13 +220,20 @@ class L2Allocator:
         if words * LARGE_FRACTION >= self.total_words:
             top = fits[-1][1]  # the top of the highest hole, a whole slot down if it has one
             slot = top - self.slot_words
-            return slot if words < self.slot_words and slot >= fits[-1][0] else top - words
+            return slot if self._short_of_a_slot(words) and slot >= fits[-1][0] else top - words
         if self.small == "above-reach":
             reach = self.reach_words
             above = [max(h[0], reach) for h in fits if h[1] - max(h[0], reach) >= words]
             if above:
                 return above[0]
         return fits[0][0]  # small: first fit from the bottom
+
+    def _short_of_a_slot(self, words: int) -> bool:
+        """A region smaller than the largest but at least half its size (a tile read
+        without the new row, a last tile of more than half its rows). A shorter one keeps
+        the top of its hole: a whole slot down, more room would idle above it than it
+        takes."""
+        return self.slot_words // 2 <= words < self.slot_words
 
     def release(self, addr: int, words: int) -> None:
         """Give a region back, merging it with its free neighbours."""

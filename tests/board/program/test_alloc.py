@@ -52,14 +52,16 @@ def _stack_short_tile_then_whole_ones(slot_words: int) -> tuple[list[int | None]
 def test_a_short_large_region_starts_where_a_whole_one_would_so_holes_stay_whole():
     """At the top of its hole the short tile shifts C down by its spare word, and the hole
     it leaves is a word short of the next whole tile although 32 words are free; a slot
-    down, every boundary stays a whole tile apart and both fit."""
+    down, every boundary stays a whole tile apart and both fit. Only a region of at least
+    half a slot moves: a shorter one would leave more room idle above it than it takes."""
     placed, free = _stack_short_tile_then_whole_ones(slot_words=0)
     assert placed == [62, 33, 3, 62, None] and free == [[0, 3], [33, 62]]
     placed, free = _stack_short_tile_then_whole_ones(slot_words=30)
     assert placed == [62, 32, 2, 62, 32] and free == [[0, 2]]
     a = L2Allocator(total_words=92, reach_words=92, slot_words=30)
-    assert a.alloc(70, low=False) == 22  # larger than the slot: the top of its hole
-    assert a.alloc(20, low=False) == 2  # the hole holds no whole slot: its top
+    assert a.alloc(14, low=False) == 78  # under half a slot (a last tile of few rows): top
+    assert a.alloc(15, low=False) == 48  # half a slot: a whole slot down from 78
+    assert a.alloc(40, low=False) == 8  # larger than the slot: the top of its hole
 
 
 def test_slot_cache_reuses_values_and_evicts_the_least_recently_used():
