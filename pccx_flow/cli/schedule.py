@@ -7,8 +7,6 @@ import sys
 import time
 from pathlib import Path
 
-from tqdm import tqdm
-
 from pccx_flow.cli.common import (
     DEFAULT_POSITION,
     add_policy_timeout_arg,
@@ -221,6 +219,8 @@ def _trace_counters(schedule, problem, profile) -> dict:
 
 def _schedule_step(args: argparse.Namespace, step, profile, policy) -> tuple:
     """Build, schedule and measure the step: ``(graph, problem, schedule, metrics)``."""
+    from tqdm import tqdm  # here, not at the top: every command builds this parser
+
     from pccx_flow.schedule.bounds_beside import bounds_beside
     from pccx_flow.schedule.metrics import schedule_metrics
     from pccx_flow.schedule.problem import problem_from_graph
