@@ -228,9 +228,12 @@ def kv_prefetch_edges(
             f"scores), got {exp_lead}"
         )
     reads: dict[tuple[int, str], list[Node]] = {}
+    own_rows: set[int] = set()  # layers that write this step's K/V row (own KV cache)
     for n, a in graph.nodes(data=True):
         if a.get("kernel") == "kv_read":
             reads.setdefault((int(a["layer"]), a["params"]["kind"]), []).append(n)
+        elif a.get("kernel") == "kv_write":
+            own_rows.add(int(a["layer"]))
 
     def with_new_row(tile: Node) -> bool:  # its readers also read this step's K or V row
         return any(graph.nodes[w]["kernel"] == "kv_write"
@@ -250,8 +253,6 @@ def kv_prefetch_edges(
     # during that layer's MLP instead of after this layer's projections; the first layer
     # waits for its own attention input.
     kv_layers = sorted({layer for layer, _ in reads})
-
-    own_rows = {int(a["layer"]) for _, a in graph.nodes(data=True) if a.get("kernel") == "kv_write"}
 
     def doubled(layer: int) -> int:  # tiles of a layer whose last V tile is double buffered, or 0
         k_tiles, v_tiles = reads.get((layer, "k"), ()), reads.get((layer, "v"), ())

@@ -484,9 +484,9 @@ def schedule_metrics(
             "laurel_overlap": laurel_overlap(schedule, problem),
             "ple_slack": ple_slack(schedule, problem),
         }
-    if callable(bounds):
-        bounds = bounds()
-    sb = bounds if bounds is not None else step_bounds(problem, profile)
+    sb = bounds() if callable(bounds) else bounds
+    if sb is None:
+        sb = step_bounds(problem, profile)
     bounds, bound_source = sb["bounds_cycles"], sb["bounds_source"]
     reference_name, largest_name = sb["reference_bound"], sb["largest_bound"]
     reference = bounds[reference_name]
