@@ -205,6 +205,12 @@ def kv_prefetch_edges(
       layer of two that reads another layer's KV (it writes no row of its own), V tile 1
       waits for V tile 0 itself and every reader of K tile 0 (`DOUBLE_LAST_V` too).
 
+    Reads that carry a KV head (``params["kv_head"]``: tiles of one head's rows, a study of
+    a head-major cache, `benchmarks/bench_gap.py --kv-per-head`) form one stream per layer
+    and head; the rules apply per stream, "layer" reading "the layer's stream of this
+    head", and a stream's first tiles wait for the previous layer's attention of that head
+    only, so one head's tiles stream in while the other heads' are still read.
+
     So, whatever the policy, a layer holds at most two K tiles and one V tile, or two V
     tiles and at most one K tile at its end, and the next layer's first two K tiles and
     first V tile once this layer's attention is done (every reader of its last K tile and
@@ -227,11 +233,13 @@ def kv_prefetch_edges(
             f"exp_lead must be at least 1 (a K tile cannot wait for the ·V of its own "
             f"scores), got {exp_lead}"
         )
-    reads: dict[tuple[int, str], list[Node]] = {}
+    # a stream (docstring): (layer, KV head), the head -1 when the reads carry none
+    reads: dict[tuple[tuple[int, int], str], list[Node]] = {}
     own_rows: set[int] = set()  # layers that write this step's K/V row (own KV cache)
     for n, a in graph.nodes(data=True):
         if a.get("kernel") == "kv_read":
-            reads.setdefault((int(a["layer"]), a["params"]["kind"]), []).append(n)
+            stream = (int(a["layer"]), int(a["params"].get("kv_head", -1)))
+            reads.setdefault((stream, a["params"]["kind"]), []).append(n)
         elif a.get("kernel") == "kv_write":
             own_rows.add(int(a["layer"]))
 
@@ -248,42 +256,45 @@ def kv_prefetch_edges(
     def after(node: Node) -> list[Node]:
         return sorted(graph.successors(node), key=str)
 
-    # Where a layer's first tiles may be issued: once the previous layer that reads KV has
-    # finished its attention (every reader of its last K and V tiles), so they stream in
-    # during that layer's MLP instead of after this layer's projections; the first layer
-    # waits for its own attention input.
-    kv_layers = sorted({layer for layer, _ in reads})
+    # Where a stream's first tiles may be issued: once the previous layer's stream of the
+    # same head has finished its attention (every reader of its last K and V tiles), so they
+    # stream in during that layer's MLP instead of after this layer's projections; a
+    # head's first stream waits for its layer's attention input.
+    streams = sorted({stream for stream, _ in reads})
 
-    def doubled(layer: int) -> int:  # tiles of a layer whose last V tile is double buffered, or 0
-        k_tiles, v_tiles = reads.get((layer, "k"), ()), reads.get((layer, "v"), ())
+    def doubled(stream: tuple[int, int]) -> int:  # tiles whose last V tile is double buffered
+        k_tiles, v_tiles = reads.get((stream, "k"), ()), reads.get((stream, "v"), ())
         if not double_last_v or len(k_tiles) != len(v_tiles):
             return 0
-        if len(v_tiles) >= 3 or (len(v_tiles) == 2 and layer not in own_rows):
+        if len(v_tiles) >= 3 or (len(v_tiles) == 2 and stream[0] not in own_rows):
             return len(v_tiles)
         return 0
 
-    done: dict[int, list[Node]] = {}
-    for layer in kv_layers:
-        last = [reads[(layer, kind)][-1] for kind in ("k", "v") if (layer, kind) in reads]
-        if doubled(layer) >= 3:  # the tile before the last V tile may be read last
-            last.append(reads[(layer, "v")][-2])
-        done[layer] = sorted({r for n in last for r in after(n)}, key=str)
+    done: dict[tuple[int, int], list[Node]] = {}
+    for stream in streams:
+        last = [reads[(stream, kind)][-1] for kind in ("k", "v") if (stream, kind) in reads]
+        if doubled(stream) >= 3:  # the tile before the last V tile may be read last
+            last.append(reads[(stream, "v")][-2])
+        done[stream] = sorted({r for n in last for r in after(n)}, key=str)
 
-    def streams_early(layer: int) -> bool:  # its first tiles come in during the last MLP
-        return early_max_tiles is None or len(reads.get((layer, "k"), ())) <= early_max_tiles
+    def streams_early(stream: tuple[int, int]) -> bool:  # first tiles in during the last MLP
+        return early_max_tiles is None or len(reads.get((stream, "k"), ())) <= early_max_tiles
 
-    anchor: dict[int, list[Node]] = {}
-    for i, layer in enumerate(kv_layers):
-        if i and streams_early(layer):
-            anchor[layer] = done[kv_layers[i - 1]]
+    anchor: dict[tuple[int, int], list[Node]] = {}
+    previous: dict[int, tuple[int, int]] = {}  # per head, its last stream so far
+    for stream in streams:
+        layer, head = stream
+        if head in previous and streams_early(stream):
+            anchor[stream] = done[previous[head]]
         else:
             q0 = f"L{layer:02d}.attn.q_proj.h0"  # node ids are stable (graph.nodes)
-            anchor[layer] = sorted(graph.predecessors(q0), key=str) if q0 in graph else []
+            anchor[stream] = sorted(graph.predecessors(q0), key=str) if q0 in graph else []
+        previous[head] = stream
 
-    for (layer, kind), nodes in sorted(reads.items()):
+    for (stream, kind), nodes in sorted(reads.items()):
         if kind == "k":
             for t, n in enumerate(nodes):
-                sources = anchor[layer]
+                sources = anchor[stream]
                 if t >= 2:
                     sources = after(nodes[t - 2])
                 if t >= exp_lead:
@@ -292,13 +303,13 @@ def kv_prefetch_edges(
                     sources = sources + [r for x in exps for r in after(x)]
                 edges.extend((u, n) for u in sources if u != n)
             continue
-        k_reads = reads.get((layer, "k"), [])
+        k_reads = reads.get((stream, "k"), [])
         for t, n in enumerate(nodes):
-            if t == 0 and streams_early(layer):
-                sources = list(anchor[layer])
-            elif t == len(nodes) - 1 and doubled(layer) == 2:
+            if t == 0 and streams_early(stream):
+                sources = list(anchor[stream])
+            elif t == len(nodes) - 1 and doubled(stream) == 2:
                 sources = [nodes[0], *after(k_reads[0])]
-            elif t == len(nodes) - 1 and doubled(layer):
+            elif t == len(nodes) - 1 and doubled(stream):
                 sources = [nodes[t - 1], *after(nodes[t - 2])]
                 sources += [r for k_tile in k_reads[-2:] for r in after(k_tile)]
             else:

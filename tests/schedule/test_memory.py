@@ -16,6 +16,7 @@ from pccx_flow.schedule.memory import (
     decode_capacities,
     decode_demands,
     decode_holds,
+    kv_prefetch_edges,
     l2_occupancy,
     occupancy,
     occupancy_stats,
@@ -548,6 +549,40 @@ def test_a_study_may_keep_long_contexts_from_streaming_in_early():
     assert q_in and pred[k[0]] == pred[k[2]] == q_in
     assert not (pred[k[0]] & _previous_attention_done(graph, 4))
     assert pred[v[0]] == set(graph.successors(k[0]))
+
+
+def _per_head_reads(layers: int, heads: int) -> nx.DiGraph:
+    """Per layer and KV head one K and one V tile read (``params["kv_head"]``), each read
+    by that head's scores or ·V only, after a Q projection fed by ``x``."""
+    g = nx.DiGraph()
+    g.add_node("x", kernel="host")
+    for layer in range(layers):
+        q = f"L{layer:02d}.attn.q_proj.h0"
+        g.add_node(q, kernel="gemv")
+        g.add_edge("x" if not layer else f"L{layer - 1:02d}.o", q)
+        g.add_node(f"L{layer:02d}.o", kernel="gemv")
+        for h in range(heads):
+            for kind, reader in (("k", "scores"), ("v", "pv")):
+                read, use = f"L{layer:02d}.{kind}.g{h}", f"L{layer:02d}.{reader}.g{h}"
+                params = {"kind": kind, "positions": [0, 8], "kv_head": h}
+                g.add_node(read, kernel="kv_read", layer=layer, params=params)
+                g.add_node(use, kernel=reader, func=reader)
+                g.add_edges_from([(read, use), (q, use), (use, f"L{layer:02d}.o")])
+    return g
+
+
+def test_kv_reads_of_one_head_follow_that_heads_attention_not_the_layers():
+    """Tiles read per KV head (a study of a head-major cache): each head's first tiles wait
+    for the previous layer's attention of that head only, so one head's tiles stream in
+    while the other head's are still being read by its queries."""
+    graph = _per_head_reads(layers=2, heads=2)
+    preds: dict = {}
+    for u, v in kv_prefetch_edges(graph):
+        preds.setdefault(v, set()).add(u)
+    for h in (0, 1):
+        assert preds[f"L00.k.g{h}"] == preds[f"L00.v.g{h}"] == {"x"}
+        done = {f"L00.scores.g{h}", f"L00.pv.g{h}"}
+        assert preds[f"L01.k.g{h}"] == preds[f"L01.v.g{h}"] == done
 
 
 def test_decode_problem_with_memory_on_a_tiled_context_validates():
