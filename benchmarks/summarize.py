@@ -495,6 +495,33 @@ def gap_read_ahead_section(d: dict) -> str:
     )
 
 
+def gap_kv_per_head_section(d: dict) -> str:
+    rows_major = {(r["profile"], r["position"]): r for r in (_load("gap") or {"rows": []})["rows"]}
+    policies = list(dict.fromkeys(k.rsplit("/", 1)[0] for r in d["rows"] for k in r["results"]))
+    rows = []
+    for r in d["rows"]:
+        bound = r["largest_bound_l2"]
+        cells = [r["profile"], str(r["position"]),
+                 f"`{bound}` {r['bounds_l2'][bound] / 1e6:.1f} M"]  # fmt: skip
+        before = rows_major.get((r["profile"], r["position"]), {"results": {}})["results"]
+        for p in policies:
+            res, old = r["results"].get(f"{p}/l2", {}), before.get(f"{p}/l2", {})
+            cell = f"{res['gap_to_own_bound']:+.2%}" if "makespan_cycles" in res else "-"
+            if "makespan_cycles" in res and "makespan_cycles" in old:
+                cell += f" ({res['makespan_cycles'] / old['makespan_cycles'] - 1:+.2%})"
+            cells.append(cell)
+        rows.append(cells)
+    head = ["profile", "position", "largest bound (within L2)", *policies]
+    return (
+        "**KV tiles read per KV head** (`bench_gap.py --kv-per-head`: every KV tile read "
+        "split into one read per KV head, as a head-major cache in DDR would allow; a "
+        "study of the scheduling problem, not what `schedule` or `emit` make; each cell is "
+        "the makespan over that problem's largest bound and, in brackets, against the same "
+        "policy's makespan with today's tiles (the first of these tables); model estimates, see "
+        "[What the model says](findings.md))\n\n" + _table(head, rows)
+    )
+
+
 def improve_section(d: dict) -> str:
     rows = [[f"`{p}`", f"{r['mean_ratio_to_optimum']:.3f}", f"{r['worst_ratio_to_optimum']:.3f}",
              f"{r['mean_ratio']:.3f}", f"{r['median_seconds'] * 1e3:.1f} ms"]
@@ -570,6 +597,7 @@ SECTIONS = {
     "memory": memory_section,
     "gap": gap_section,
     "gap_read_ahead": gap_read_ahead_section,
+    "gap_kv_per_head": gap_kv_per_head_section,
     "cut": cut_section,
     "improve": improve_section,
     "lower": lower_section,
