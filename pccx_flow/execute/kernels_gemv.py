@@ -69,12 +69,12 @@ def _kv_count(call) -> int:
 
 
 def _head_slice(call, rows: np.ndarray) -> np.ndarray:
+    """Keys a:b of the tile's rows (one KV head's: every KV tile and row is per head)."""
     F = tensor_dtype()
     p = call.params
     off = int(p.get("row_offset", 0))  # key index of the first row this tile holds
     a, b = (int(v) - off for v in p["keys"])
-    g, d = int(p["kv_head"]), int(p["head_dim"])
-    return rows[a:b, g * d : (g + 1) * d].astype(F)
+    return rows[a:b].astype(F)
 
 
 def attn_scores(call, inputs, ctx, weights, external):

@@ -20,7 +20,8 @@ KV_READ_KERNELS = ("kv_read",)
 
 
 def kv_read_externals(call, state) -> dict | None:
-    """For a KV-read node: ``{"rows": cache[layer][a:p]}`` copied from the state, else None."""
+    """For a KV-read node: ``{"rows": cache[layer][a:p]}`` of its KV head's columns, copied
+    from the state, else None."""
     if call.kernel not in KV_READ_KERNELS:
         return None
     p = call.params
@@ -32,22 +33,33 @@ def kv_read_externals(call, state) -> dict | None:
             f"{state.position}"
         )
     cache = state.k_cache if p["kind"] == "k" else state.v_cache
-    return {"rows": np.array(cache[layer, a:b], copy=True)}
+    d = state.config.head_dim
+    g = int(p["kv_head"])
+    return {"rows": np.array(cache[layer, a:b, g * d : (g + 1) * d], copy=True)}
 
 
 def kv_write_rows(calls: dict, results: dict[str, tuple]) -> dict[int, tuple]:
-    """``{cache_layer: (k_row, v_row)}`` from the outputs of the step's KV-write nodes."""
-    rows: dict[int, dict[str, np.ndarray]] = {}
+    """``{cache_layer: (k_row, v_row)}`` from the outputs of the step's KV-write nodes (one
+    per KV head, joined in head order)."""
+    rows: dict[int, dict[str, dict[int, np.ndarray]]] = {}
     for node, call in calls.items():
         if call.kernel not in KV_WRITE_KERNELS:
             continue
-        layer = int(call.params["cache_layer"])
-        rows.setdefault(layer, {})[call.params["kind"]] = results[node][0]
+        layer, kind, head = (int(call.params["cache_layer"]), call.params["kind"],
+                             int(call.params["kv_head"]))  # fmt: skip
+        row = np.asarray(results[node][0]).reshape(-1)
+        rows.setdefault(layer, {}).setdefault(kind, {})[head] = row
     out = {}
     for layer, kv in rows.items():
         if set(kv) != {"k", "v"}:
             raise ExecutionError(f"cache layer {layer}: the graph writes {sorted(kv)}, not k and v")
-        out[layer] = (kv["k"], kv["v"])
+        heads = sorted(kv["k"])
+        if sorted(kv["v"]) != heads or heads != list(range(len(heads))):
+            raise ExecutionError(
+                f"cache layer {layer}: the graph writes K heads {sorted(kv['k'])} and V heads "
+                f"{sorted(kv['v'])}, not every KV head of both"
+            )
+        out[layer] = tuple(np.concatenate([kv[kind][g] for g in heads]) for kind in ("k", "v"))
     return out
 
 
@@ -59,7 +71,7 @@ def _cache_dtype(call, ctx) -> np.dtype:
 
 
 def kv_write(call, inputs, ctx, weights, external):
-    """This position's K or V row, concatenated from its heads, in the cache dtype."""
+    """This position's K or V row of one KV head, in the cache dtype."""
     row = vector(operands(call.params, inputs)[0])
     return row.astype(_cache_dtype(call, ctx))
 

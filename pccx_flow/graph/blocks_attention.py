@@ -125,36 +125,42 @@ def _rope(ctx: Ctx, nid: str, layer: int, x: Vec, sin: dict, cos: dict) -> dict:
     )
 
 
-def _kv_write(ctx: Ctx, layer: int, kind: str, heads: list[dict]) -> dict:
+def _kv_write(ctx: Ctx, layer: int, kind: str, g: int, head: dict) -> dict:
+    """This position's K or V row of KV head `g`, in the cache dtype, to the DDR cache.
+
+    One write per head: the cache is head-major (a head's rows contiguous,
+    `pccx_flow.board.program.ddr`), so a head's part of the row is one transfer."""
     c = ctx.config
-    nid = f"L{layer:02d}.{BLK}.{kind}_write"
+    nid = f"L{layer:02d}.{BLK}.{kind}_write.g{g}"
     dtype = "float32" if ctx.gemma3n else "float16"
     (o,) = ctx.w.add(
         nid,
         kernel="kv_write",
         layer=layer,
         block=BLK,
-        inputs=heads,
-        outputs=[(nid, (c.kv_dim,), dtype)],
+        inputs=[head],
+        outputs=[(nid, (c.head_dim,), dtype)],
         params={
             "cache_layer": layer,
             "kind": kind,
+            "kv_head": g,
             "position": ctx.position,
             "cache_dtype": dtype,
-            "operands": [len(heads)],
+            "operands": [1],
         },
         func="kv_write",
-        act_bytes=c.kv_dim * (4 if ctx.gemma3n else 2),
+        act_bytes=c.head_dim * (4 if ctx.gemma3n else 2),
     )
     return o
 
 
 def _kv_read(
-    ctx: Ctx, layer: int, kind: str, src: int, first: int, stop: int, tile: int | None
+    ctx: Ctx, layer: int, kind: str, src: int, g: int, first: int, stop: int, tile: int | None
 ) -> dict:
-    """MEMCPY of cache rows first..stop-1 into L2 (one key tile of them, when `tile` is set)."""
+    """MEMCPY of KV head `g`'s cache rows first..stop-1 into L2 (one key tile of them, when
+    `tile` is set)."""
     c = ctx.config
-    nid = f"L{layer:02d}.{BLK}.{kind}_read" + ("" if tile is None else f".t{tile:02d}")
+    nid = f"L{layer:02d}.{BLK}.{kind}_read.g{g}" + ("" if tile is None else f".t{tile:02d}")
     dtype = "float32" if ctx.gemma3n else "float16"
     n = stop - first
     (o,) = ctx.w.add(
@@ -163,28 +169,32 @@ def _kv_read(
         layer=layer,
         block=BLK,
         inputs=[],
-        outputs=[(nid, (n, c.kv_dim), dtype)],
+        outputs=[(nid, (n, c.head_dim), dtype)],
         params={
             "source": "state",
             "field": f"{kind}_cache",
             "cache_layer": src,
             "kind": kind,
+            "kv_head": g,
             "start": first,
             "positions": [first, stop],
         },
         func="kv_read",
-        act_bytes=n * c.kv_dim * (4 if ctx.gemma3n else 2),
+        act_bytes=n * c.head_dim * (4 if ctx.gemma3n else 2),
     )
     return o
 
 
-def kv_tiles(ctx: Ctx, layer: int, kind: str, src: int, new: dict) -> list[list[dict]]:
-    """The rows each key tile reads: a `_kv_read` of its past rows and/or this step's row.
+def kv_tiles(ctx: Ctx, layer: int, kind: str, src: int, g: int, new: dict) -> list[list[dict]]:
+    """The rows each key tile of KV head `g` reads: a `_kv_read` of its past rows and/or
+    this step's row of that head.
 
     Keys are tiled by ``ctx.tile_rows`` (as the scores are), and each tile's past rows come
     in through their own MEMCPY, so no KV transfer is larger than one tile: at 8k context a
-    layer's K is sixteen 512-row reads instead of one 8 MiB read, which L2 (1.75 MiB) could
-    never hold. With one tile the read keeps its untiled name.
+    layer's K is sixteen 512-row reads per head instead of one 8 MiB read, which L2
+    (1.75 MiB) could never hold. A tile holds one head's rows only: its L2 is freed once that
+    head's queries are done with it, while the other heads' tiles are still read (module
+    docstring). With one tile the read keeps its untiled name.
     """
     start, end = key_window(ctx, layer)
     n_past = ctx.position - start
@@ -194,15 +204,18 @@ def kv_tiles(ctx: Ctx, layer: int, kind: str, src: int, new: dict) -> list[list[
         rows = []
         if min(b, n_past) > a:
             tile = None if len(ranges) == 1 else t
-            rows.append(_kv_read(ctx, layer, kind, src, start + a, start + min(b, n_past), tile))
+            rows.append(_kv_read(ctx, layer, kind, src, g, start + a, start + min(b, n_past), tile))
         if b == end - start:
             rows.append(new)
         out.append(rows)
     return out
 
 
-def kv_projection(ctx: Ctx, layer: int, x_norm: Vec, sin: dict, cos: dict) -> tuple[dict, dict]:
-    """K (norm, RoPE) and V (gemma3n: weightless norm) per KV head, written to the cache."""
+def kv_projection(
+    ctx: Ctx, layer: int, x_norm: Vec, sin: dict, cos: dict
+) -> tuple[list[dict], list[dict]]:
+    """K (norm, RoPE) and V (gemma3n: weightless norm) per KV head, each head's row written
+    to the cache on its own (`_kv_write`): the K rows and the V rows, one per head."""
     c = ctx.config
     L = f"L{layer:02d}.{BLK}"
     ks, vs = [], []
@@ -213,14 +226,15 @@ def kv_projection(ctx: Ctx, layer: int, x_norm: Vec, sin: dict, cos: dict) -> tu
         kn = rmsnorm(
             ctx, f"{L}.k_norm.h{g}", layer, BLK, [k], lkey(layer, "self_attn.k_norm.weight")
         )
-        ks.append(_rope(ctx, f"{L}.k_rope.h{g}", layer, kn, sin, cos))
+        kr = _rope(ctx, f"{L}.k_rope.h{g}", layer, kn, sin, cos)
+        ks.append(_kv_write(ctx, layer, "k", g, kr))
         v = _head_proj(
             ctx, f"{L}.v_proj.h{g}", layer, x_norm, lkey(layer, "self_attn.v_proj.weight"), g
         )
         if ctx.gemma3n:
             (v,) = rmsnorm(ctx, f"{L}.v_norm.h{g}", layer, BLK, [v], None)
-        vs.append(v)
-    return _kv_write(ctx, layer, "k", ks), _kv_write(ctx, layer, "v", vs)
+        vs.append(_kv_write(ctx, layer, "v", g, v))
+    return ks, vs
 
 
 def _exp_sum(ctx: Ctx, base: str, layer: int, t: int, s: dict, m: dict) -> tuple[dict, dict]:
@@ -350,7 +364,8 @@ def attention(
 ) -> Vec:
     """attn_output = GQA(Q_rope, K, V) · W_oᵀ as W_o row tiles (spec §4.B).
 
-    `kv_new` maps a cache layer to its (k_new, v_new) tensors; an own-KV layer adds itself.
+    `kv_new` maps a cache layer to its (k_new, v_new) rows, one tensor per KV head; an own-KV
+    layer adds itself.
     On a cut graph a missing source layer's rows come from the state (``state_read``).
     """
     c = ctx.config
@@ -362,16 +377,22 @@ def attention(
     elif src not in kv_new:
         dtype = "float32" if ctx.gemma3n else "float16"
         kv_new[src] = tuple(
-            state_read(
-                ctx, f"{L}.{kind}_new_in", layer, BLK, (c.kv_dim,), dtype,
-                {"field": "kv_new", "cache_layer": src, "kind": kind},
-            )
+            [
+                state_read(
+                    ctx, f"{L}.{kind}_new_in.g{g}", layer, BLK, (c.head_dim,), dtype,
+                    {"field": "kv_new", "cache_layer": src, "kind": kind, "kv_head": g},
+                )
+                for g in range(c.n_kv_heads)
+            ]
             for kind in ("k", "v")
         )  # fmt: skip
     k_new, v_new = kv_new[src]
-    k_tiles = kv_tiles(ctx, layer, "k", src, k_new)
-    v_tiles = kv_tiles(ctx, layer, "v", src, v_new)
-    heads = [_head(ctx, layer, h, x_norm, sin, cos, k_tiles, v_tiles) for h in range(c.n_q_heads)]
+    k_tiles = [kv_tiles(ctx, layer, "k", src, g, k_new[g]) for g in range(c.n_kv_heads)]
+    v_tiles = [kv_tiles(ctx, layer, "v", src, g, v_new[g]) for g in range(c.n_kv_heads)]
+    heads = [
+        _head(ctx, layer, h, x_norm, sin, cos, k_tiles[h // c.q_per_kv], v_tiles[h // c.q_per_kv])
+        for h in range(c.n_q_heads)
+    ]
     return gemv_ksplit(
         ctx,
         f"{L}.o_proj",

@@ -162,10 +162,17 @@ def _build(
         layers=[a, b],
         outputs=outputs,
         kv_commits=[
-            {"tensor": t["name"], "cache_layer": i, "kind": kind, "position": position}
+            {
+                "tensor": t["name"],
+                "cache_layer": i,
+                "kind": kind,
+                "kv_head": g,
+                "position": position,
+            }
             for i, pair in sorted(kv_new.items())
             if a <= i < b
-            for kind, t in zip(("k", "v"), pair, strict=True)
+            for kind, heads in zip(("k", "v"), pair, strict=True)
+            for g, t in enumerate(heads)
             if graph.nodes[ctx.w.writer[t["name"]]]["kernel"] == "kv_write"
         ],
     )

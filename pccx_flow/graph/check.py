@@ -322,6 +322,8 @@ def _check_kv(graph: nx.DiGraph, cfg: Gemma3nConfig, layer: int, nodes: list[str
                 f"{n} reads cache slot {a['params'].get('cache_layer')}; layer {layer} "
                 f"attends over layer {src}'s cache"
             )
+        if a["kernel"] in ("attn_scores", "attn_pv"):
+            _check_kv_heads(graph, n, a)
         if a["kernel"] in ("attn_scores", "attn_pv") and a["params"].get("has_new", True):
             new_row = a["inputs"][1 + int(bool(a["params"].get("has_past")))]["name"]
             w = _writer_of(graph, n, new_row)
@@ -331,12 +333,30 @@ def _check_kv(graph: nx.DiGraph, cfg: Gemma3nConfig, layer: int, nodes: list[str
                     f"{n} reads the new KV row {new_row} of cache slot {wp.get('cache_layer')}; "
                     f"layer {layer} attends over layer {src}'s cache"
                 )
-    if own and sorted(graph.nodes[n]["params"].get("kind") for n in writes) != ["k", "v"]:
+    written = sorted((graph.nodes[n]["params"].get("kind"), graph.nodes[n]["params"].get("kv_head"))
+                     for n in writes)  # fmt: skip
+    every = [(kind, g) for kind in ("k", "v") for g in range(cfg.n_kv_heads)]
+    if own and written != every:
         raise GraphError(
-            f"layer {layer} owns a KV slot but writes {len(writes)} KV rows, not K and V"
+            f"layer {layer} owns a KV slot but writes {len(writes)} KV rows, not K and V of "
+            f"each of its {cfg.n_kv_heads} KV heads"
         )
     if not own and writes:
         raise GraphError(f"layer {layer} shares layer {src}'s KV cache but writes {writes[0]}")
+
+
+def _check_kv_heads(graph: nx.DiGraph, n: str, a: dict) -> None:
+    """Every KV tile and new row an attention GEMV reads is its own KV head's (the cache is
+    per head: a tile of another head would be another head's keys)."""
+    g = a["params"].get("kv_head")
+    for p in graph.predecessors(n):
+        pa = graph.nodes[p]
+        kv_row = pa["kernel"] in ("kv_read", "kv_write", "state_read")
+        if kv_row and pa["params"].get("kv_head", g) != g:
+            raise GraphError(
+                f"{n} is an attention GEMV of KV head {g} but reads {p}, a row of KV head "
+                f"{pa['params']['kv_head']}"
+            )
 
 
 def _check_sparse(graph: nx.DiGraph, cfg: Gemma3nConfig, layer: int, nodes: list[str]) -> None:

@@ -60,20 +60,20 @@ weight: {"key", "rows": [r0, r1], "cols"?: [c0, c1]}; params: {"layout": "out_in
   flags.w_scale = 1 marks INT4 tiles, whose per-row scales stream with the nibbles).
 output: y [r1-r0] float32 = W @ x (+ acc).""",
     "attn_scores": """Q·Kᵀ for one query head and one key tile (GEMV, flags.findemax = 1).
-inputs: q [head_dim]; then k_past [n, kv_dim] (the tile's earlier rows, only when
-  params.has_past); then k_new [kv_dim] (this position's row, only when params.has_new,
-  default true; float16 on pccx, float32 on gemma3n).
+inputs: q [head_dim]; then k_past [n, head_dim] (KV head g's earlier rows of the tile, only
+  when params.has_past); then k_new [head_dim] (head g's row of this position, only when
+  params.has_new, default true; float16 on pccx, float32 on gemma3n).
 params: {"head": h, "kv_head": g, "head_dim": d, "keys": [a, b], "has_past": bool,
   "has_new": bool, "row_offset": o} (o: key index of the tile's first row, default 0).
 rows = concat(k_past, k_new[None]) along axis 0 (whichever are present);
-K = rows[a-o:b-o, g*d:(g+1)*d].astype(float32).
+K = rows[a-o:b-o].astype(float32).
 outputs: scores [b-a] float32 = K @ q (no 1/sqrt(d), no softcap); emax [1] = max(scores).""",
     "attn_pv": """Probabilities · V for one query head and one key tile (GEMV); with several
 key tiles the "probabilities" are exp(s - m_t), unnormalised (see attn_combine).
 inputs: the tile's probabilities [b-a]; then v_past / v_new as in attn_scores.
 params: {"head", "kv_head": g, "head_dim": d, "keys": [a, b], "has_past", "has_new",
   "row_offset", "operands"}.
-rows as in attn_scores; V = rows[a-o:b-o, g*d:(g+1)*d].astype(float32).
+rows as in attn_scores; V = rows[a-o:b-o].astype(float32).
 output: out [d] float32 = p @ V.""",
     # ---------------------------------------------------------------- CVO -----------------
     "cvo_exp": """CVO EXP with flags.sub_emax = 1: y = exp(x - m[0]).
@@ -155,19 +155,21 @@ on the way; the copy carries float32). No inputs. params: {"source": "state",
 "field": "token_id", "id_rule": "clip"|"zero_if_oob"|"none", "id_limit": n}.
 t = token id; clip: t = min(t, n - 1); zero_if_oob: t = t if t < n else 0; none: t.
 weight: {"key", "rows": [0, table_rows]}. output: row [cols] float32 = dequant(W[t]).""",
-    "kv_write": """MEMCPY of this position's K or V row to the DDR cache.
-inputs: the head vectors of the row (operand 0 = concat, [kv_dim] float32).
-params: {"cache_layer": i, "kind": "k"|"v", "position": p, "cache_dtype": "float16"|"float32"}.
-output: row [kv_dim] in cache_dtype (the value the executor commits to
-state[kind][cache_layer][p] after the step, and the value attention reads).""",
+    "kv_write": """MEMCPY of one KV head's part of this position's K or V row to the DDR cache.
+inputs: the head's vector ([head_dim] float32).
+params: {"cache_layer": i, "kind": "k"|"v", "kv_head": g, "position": p,
+"cache_dtype": "float16"|"float32"}.
+output: row [head_dim] in cache_dtype (the executor commits the heads' parts, joined in head
+order, to state[kind][cache_layer][p] after the step; attention reads this value).""",
     "kv_read": """MEMCPY of earlier cache rows (one key tile of them) from DDR. No inputs.
 params: {"source": "state", "field": "k_cache"|"v_cache", "cache_layer": i,
-"kind": "k"|"v", "start": a, "positions": [a, b]} with b <= p (this position).
-output: rows [b - a, kv_dim] in the cache dtype = cache[cache_layer][a:b].""",
+"kind": "k"|"v", "kv_head": g, "start": a, "positions": [a, b]} with b <= p (this position).
+output: rows [b - a, head_dim] in the cache dtype = cache[cache_layer][a:b, g*d:(g+1)*d].""",
     "state_read": """MEMCPY of a value that enters a cut graph (layers=(a, b), a > 0) from the
 state. No inputs. params: {"source": "state", "field": "xs", "row": k} | {"field": "pli",
-"layer": i} | {"field": "kv_new", "cache_layer": i, "kind": "k"|"v"}.
-output: the stored vector (xs row [D] float32; pli [ple_dim] float32; kv row [kv_dim]).""",
+"layer": i} | {"field": "kv_new", "cache_layer": i, "kind": "k"|"v", "kv_head": g}.
+output: the stored vector (xs row [D] float32; pli [ple_dim] float32; KV head g's part of the
+row [head_dim]).""",
     "readback": """MEMCPY of one run of logits (<= 2,048, the LM head's tiles) to the host.
 inputs: the logit tiles (operand 0 = concat). output: the run [n] float32 in host memory.""",
     # ---------------------------------------------------------------- MEMSET --------------

@@ -306,8 +306,8 @@ def most_work_within(items: Iterable[tuple[int, int]], size: int) -> int:
     most `size` bytes carries: exact when the items are of few kinds.
 
     A decode step's KV reads of a layer are tiles of one size (the last one a row short),
-    so the exact 0/1 answer is a few counts per kind: three 512 KiB tiles fit in 1.75 MiB,
-    where the fractional relaxation counts three and a half. With more kinds than
+    so the exact 0/1 answer is a few counts per kind: whole tiles only, where the
+    fractional relaxation would count a part of one too. With more kinds than
     `KNAPSACK_COMBINATIONS` allows, the fractional relaxation (items by work per byte, the
     last one cut) is returned: it is at least the 0/1 optimum.
     """

@@ -47,9 +47,13 @@ def _boom(call, inputs, ctx, weights, external):
 
 
 def _attend(call, inputs, ctx, weights, external):
-    """Sum of the visible K rows plus the V rows, as float32 [kv_dim]."""
-    k, v = inputs
-    return (k.astype(np.float32).sum(axis=0) + v.astype(np.float32).sum(axis=0)).reshape(-1)
+    """Per KV head the sum of its visible K rows plus its V rows, heads joined: float32
+    [kv_dim] (inputs: every head's K rows, then every head's V rows)."""
+    half = len(inputs) // 2
+    return np.concatenate([
+        k.astype(np.float32).sum(axis=0) + v.astype(np.float32).sum(axis=0)
+        for k, v in zip(inputs[:half], inputs[half:], strict=True)
+    ])  # fmt: skip
 
 
 def _logits(call, inputs, ctx, weights, external):
@@ -100,34 +104,26 @@ def handmade_graph(config, position, *, fail=False):
     _node(g, "pre.host.add", "boom" if fail else "add", "HOST", "host", [a, b], [s])
     sp = tensor("sp", [kv], "float32")
     _node(g, "pre.host.scale", "scale_pos", "HOST", "host", [s], [sp])
+    d = config.head_dim
+    assert config.n_kv_heads == 2  # the toy splits a row into its two KV heads
+    heads = [tensor(f"sp.g{h}", [d], "float32") for h in range(2)]
+    _node(g, "pre.host.heads", "split", "HOST", "host", [sp], heads)
     attn = []
     for layer in range(config.n_kv_cache_layers):
-        rows = {}
+        rows = {"k": [], "v": []}
         for kind in ("k", "v"):
-            new = tensor(f"L{layer}.{kind}_new", [kv], "float16")
-            _node(
-                g,
-                f"L{layer:02d}.attn.{kind}_write",
-                "kv_write",
-                "MEMCPY",
-                "dma",
-                [sp],
-                [new],
-                {"cache_layer": layer, "kind": kind},
-            )
-            rows[kind] = tensor(f"L{layer}.{kind}_rows", [position + 1, kv], "float16")
-            _node(
-                g,
-                f"L{layer:02d}.attn.{kind}_read",
-                "kv_read",
-                "MEMCPY",
-                "dma",
-                [new],
-                [rows[kind]],
-                {"cache_layer": layer, "kind": kind},
-            )
+            for h, part in enumerate(heads):  # the cache is per KV head
+                new = tensor(f"L{layer}.{kind}_new.g{h}", [d], "float16")
+                params = {"cache_layer": layer, "kind": kind, "kv_head": h}
+                _node(g, f"L{layer:02d}.attn.{kind}_write.g{h}", "kv_write", "MEMCPY", "dma",
+                      [part], [new], params)  # fmt: skip
+                rows[kind].append(tensor(f"L{layer}.{kind}_rows.g{h}", [position + 1, d],
+                                         "float16"))  # fmt: skip
+                _node(g, f"L{layer:02d}.attn.{kind}_read.g{h}", "kv_read", "MEMCPY", "dma",
+                      [new], [rows[kind][-1]], params)  # fmt: skip
         out = tensor(f"L{layer}.attn", [kv], "float32")
-        _node(g, f"L{layer:02d}.attn.gqa", "attend", "HOST", "host", [rows["k"], rows["v"]], [out])
+        _node(g, f"L{layer:02d}.attn.gqa", "attend", "HOST", "host", [*rows["k"], *rows["v"]],
+              [out])  # fmt: skip
         attn.append(out)
     half = tensor("half0", [kv // 2], "float32"), tensor("half1", [kv // 2], "float32")
     _node(g, "post.host.split", "split", "HOST", "host", [attn[0]], list(half))

@@ -63,8 +63,9 @@ def expected_layer_counts(cfg, layer: int, semantics: str, position: int, t: int
     if owns_kv(cfg, layer):
         attn += cfg.n_kv_heads * (1 + NORM + 1)  # K proj, norm, rope
         attn += cfg.n_kv_heads * (1 + (NORM_NO_GAMMA if g3 else 0))  # V proj (+ V norm)
-        attn += 2  # K and V cache writes
-    attn += 2 * tiles(position - start, t)  # K and V reads of earlier rows, one per key tile
+        attn += 2 * cfg.n_kv_heads  # K and V cache writes, one per KV head
+    # K and V reads of earlier rows, one per key tile and KV head
+    attn += 2 * cfg.n_kv_heads * tiles(position - start, t)
     attn += tiles(D, t) * cfg.n_kv_heads  # W_o row tiles × one input chunk per KV group
     ffn_runs = tiles(F, t * (CVO_MAX // t))  # gate/up tiles taken in 2,048-output runs
     ffn = NORM + 2 * tiles(F, t) + 2 * ffn_runs + tiles(D, t) * ffn_runs + NORM + 1
@@ -250,18 +251,24 @@ def test_kv_sharing_and_kv_bytes(e4b_1023):
         kinds = Counter(a["kernel"] for a in nodes)
         keys = {(a["weight"] or {}).get("key", "") for a in nodes}
         if owns_kv(cfg, i):
-            assert kinds["kv_write"] == 2 and f"layers.{i}.self_attn.k_proj.weight" in keys
+            # one K and one V row per KV head
+            assert kinds["kv_write"] == 2 * cfg.n_kv_heads
+            assert f"layers.{i}.self_attn.k_proj.weight" in keys
         else:
             assert kinds["kv_write"] == 0
             assert not any(k.endswith(("k_proj.weight", "v_proj.weight")) for k in keys)
         reads = [a for a in nodes if a["kernel"] == "kv_read"]
-        for kind in ("k", "v"):  # the 1,023 past rows in two 512-key tiles
-            spans = [a["params"]["positions"] for a in reads if a["params"]["kind"] == kind]
-            assert spans == [[0, 512], [512, 1023]]
+        for kind in ("k", "v"):  # the 1,023 past rows in two 512-key tiles per KV head
+            for head in range(cfg.n_kv_heads):
+                spans = [
+                    a["params"]["positions"] for a in reads
+                    if (a["params"]["kind"], a["params"]["kv_head"]) == (kind, head)
+                ]  # fmt: skip
+                assert spans == [[0, 512], [512, 1023]]
         for a in reads:
             assert a["params"]["cache_layer"] == kv_source_layer(cfg, i)
             a0, a1 = a["params"]["positions"]
-            assert a["act_bytes"] == (a1 - a0) * cfg.kv_dim * 2  # past rows, float16
+            assert a["act_bytes"] == (a1 - a0) * cfg.head_dim * 2  # one head's past rows, f16
             assert a["outputs"][0]["dtype"] == "float16"
     assert kv_source_layer(cfg, 25) == 18 and kv_source_layer(cfg, 24) == 19
 
@@ -328,8 +335,10 @@ def test_cut_graph_reads_crossing_values_from_the_state():
     assert sorted(p["row"] for p in reads.values() if p["field"] == "xs") == [0, 1, 2, 3]
     assert sorted(p["layer"] for p in reads.values() if p["field"] == "pli") == [6, 7, 8]
     # layers 6..8 are local KV-sharing layers: they read layer 3's new row, once per kind
-    kv = [(p["cache_layer"], p["kind"]) for p in reads.values() if p["field"] == "kv_new"]
-    assert sorted(kv) == [(3, "k"), (3, "v")]
+    # and KV head
+    kv = [(p["cache_layer"], p["kind"], p["kv_head"])
+          for p in reads.values() if p["field"] == "kv_new"]  # fmt: skip
+    assert sorted(kv) == [(3, "k", 0), (3, "k", 1), (3, "v", 0), (3, "v", 1)]
     assert not any(a["block"] in ("embed", "final") for _, a in g.nodes(data=True))
     assert g.graph["outputs"] == [
         "L08.altup_corr.correct.r0",

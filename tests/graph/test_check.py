@@ -110,8 +110,13 @@ def test_k_projection_on_a_kv_sharing_layer(e4b):
 
 
 def test_kv_read_of_the_wrong_slot(g):
-    g.nodes["L06.attn.k_read"]["params"]["cache_layer"] = 4
-    _raises(g, "L06.attn.k_read", "layer 3's cache")
+    g.nodes["L06.attn.k_read.g0"]["params"]["cache_layer"] = 4
+    _raises(g, "L06.attn.k_read.g0", "layer 3's cache")
+
+
+def test_kv_read_of_another_kv_head(g):
+    g.nodes["L06.attn.k_read.g1"]["params"]["kv_head"] = 0
+    _raises(g, "KV head 1", "L06.attn.k_read.g1")
 
 
 def test_sparse_gate_on_a_dense_layer(g):

@@ -408,26 +408,30 @@ def test_tiny_decode_step_fits_l2_on_as_built(tiny_step, policy):
     assert 0 < m["l2_reach_peak_bytes"] <= profile.sfu.l2_reach_bytes
 
 
-def _layer_reads(graph, layer):
+def _layer_reads(graph, layer, head=0):
+    """A layer's KV reads of one KV head (a stream of `kv_prefetch_edges`), by kind and start."""
     reads = sorted(
-        (n for n, a in graph.nodes(data=True) if a["kernel"] == "kv_read" and a["layer"] == layer),
+        (n for n, a in graph.nodes(data=True) if a["kernel"] == "kv_read" and a["layer"] == layer
+         and a["params"]["kv_head"] == head),
         key=lambda n: (graph.nodes[n]["params"]["kind"], graph.nodes[n]["params"]["start"]),
-    )
+    )  # fmt: skip
     k = [n for n in reads if graph.nodes[n]["params"]["kind"] == "k"]
     v = [n for n in reads if graph.nodes[n]["params"]["kind"] == "v"]
     return reads, k, v
 
 
-def _previous_attention_done(graph, layer):
-    """Every reader of the K and V tiles read last by the KV-reading layer before `layer`
-    (by position the last but one when there are three or more: the last is read second),
-    and of the V tile read before its last when it has three or more (double buffered)."""
+def _previous_attention_done(graph, layer, head=0):
+    """Every reader of the K and V tiles of KV head `head` read last by the KV-reading layer
+    before `layer` (by position the last but one when there are three or more: the last is
+    read second), and of the V tile read before its last when it has three or more (double
+    buffered)."""
     kv_layers = sorted({a["layer"] for _, a in graph.nodes(data=True) if a["kernel"] == "kv_read"})
     before = kv_layers[kv_layers.index(layer) - 1]
     last = []
     for kind in ("k", "v"):
         tiles = sorted((n for n, a in graph.nodes(data=True) if a["kernel"] == "kv_read"
-                        and a["layer"] == before and a["params"]["kind"] == kind),
+                        and a["layer"] == before and a["params"]["kind"] == kind
+                        and a["params"]["kv_head"] == head),
                        key=lambda n: graph.nodes[n]["params"]["start"])  # fmt: skip
         read_order = [tiles[0], tiles[-1], *tiles[1:-1]] if len(tiles) > 2 else tiles
         last.append(read_order[-1])
@@ -458,7 +462,7 @@ def test_a_two_tile_layer_sharing_kv_reads_v_tile_1_during_the_v_of_tile_0():
     own-KV layer's (4) still waits for that ·V. `double_last_v=False` keeps both single."""
     profile = load_profile("v002-spec")
     graph = build_decode_graph("tiny", position=40, tile_rows=32, profile=profile)
-    assert "L09.attn.k_write" not in graph and "L04.attn.k_write" in graph
+    assert "L09.attn.k_write.g0" not in graph and "L04.attn.k_write.g0" in graph
     problem = problem_from_graph(graph, profile, memory=True)
     single = problem_from_graph(graph, profile, memory=True, read_ahead={"double_last_v": False})
     for layer in (4, 9):
@@ -481,7 +485,7 @@ def test_kv_reads_are_issued_just_ahead_of_use_the_tile_with_the_new_row_second(
     assert len(k) == len(v) == 3  # 40 past rows of a global layer in 16-key tiles
     assert [graph.nodes[n]["params"]["positions"] for n in k] == [[0, 16], [16, 32], [32, 40]]
     # the last tile is one operand with the new row (its scores read both): read second
-    for tile, row in ((k[2], "L04.attn.k_write"), (v[2], "L04.attn.v_write")):
+    for tile, row in ((k[2], "L04.attn.k_write.g0"), (v[2], "L04.attn.v_write.g0")):
         assert set(graph.successors(tile)) <= set(graph.successors(row))  # (and later
         # layers that share this layer's KV read the row too)
     order_k, order_v = [k[0], k[2], k[1]], [v[0], v[2], v[1]]
@@ -532,7 +536,7 @@ def test_a_last_tile_read_without_the_new_row_keeps_its_place():
     problem = problem_from_graph(graph, profile, memory=True)
     _, k, _ = _layer_reads(graph, 4)
     assert len(k) == 3 and not any(
-        w == "L04.attn.k_write" for r in graph.successors(k[2]) for w in graph.predecessors(r)
+        w == "L04.attn.k_write.g0" for r in graph.successors(k[2]) for w in graph.predecessors(r)
     )
     assert set(problem.preds[k[2]]) == set(graph.successors(k[0]))
 

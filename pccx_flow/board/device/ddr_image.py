@@ -53,38 +53,45 @@ def load_image(layout: dict, weights, mem: memoryview, k_cache=None, v_cache=Non
             continue
         for layer in range(cache.shape[0]):
             r = layout["kv"][f"{layer}.{kind}"]
-            data = kv_bytes(layout, cache[layer])
+            rows = np.asarray(cache[layer])  # [max_seq, kv_dim], heads side by side
+            heads = rows.reshape(rows.shape[0], r["heads"], -1).transpose(1, 0, 2)
+            data = kv_bytes(layout, np.ascontiguousarray(heads))  # head-major (`ddr_layout`)
             mem[r["offset"] : r["offset"] + len(data)] = data
 
 
 def kv_views(layout: dict, mem: memoryview, n_layers: int, kv_dim: int) -> tuple[list, list]:
-    """Per cache layer, the K and V rows ``[max_seq, kv_dim]`` as views on `mem` (in the
-    layout's wire dtype: BF16 rows are uint16 bit patterns)."""
+    """Per cache layer, the K and V rows ``[max_seq, heads, head_dim]`` as views on `mem`
+    (the image is head-major; in the layout's wire dtype: BF16 rows are uint16 bit
+    patterns)."""
     out: dict[str, list] = {"k": [], "v": []}
     wire = kv_wire(layout)
     for layer in range(n_layers):
         for kind in ("k", "v"):
             r = layout["kv"][f"{layer}.{kind}"]
             a = np.frombuffer(mem, dtype=wire, count=r["rows"] * kv_dim, offset=r["offset"])
-            out[kind].append(a.reshape(r["rows"], kv_dim))
+            out[kind].append(a.reshape(r["heads"], r["rows"], -1).transpose(1, 0, 2))
     return out["k"], out["v"]
 
 
 class ImageKV:
     """A ``[layers, max_seq, kv_dim]`` cache whose rows are views on the image.
 
-    Indexing gives values: float16 or float32 as stored, BF16 rows as float32."""
+    Indexing (layer, rows[, columns]) gives values: float16 or float32 as stored, BF16 rows
+    as float32; the rows of the heads are joined side by side as the cache's rows are."""
 
     def __init__(self, rows: list[np.ndarray]):
-        self._rows = rows
-        self.shape = (len(rows), *rows[0].shape)
+        self._rows = rows  # per layer [max_seq, heads, head_dim] (`kv_views`)
+        n, heads, d = rows[0].shape
+        self.shape = (len(rows), n, heads * d)
         self.bf16 = rows[0].dtype == np.dtype("<u2")
         self.dtype = np.dtype(np.float32) if self.bf16 else rows[0].dtype
 
     def __getitem__(self, index):
-        layer, rest = index if isinstance(index, tuple) else (index, slice(None))
-        rows = self._rows[layer][rest]
-        return bf16.from_bits(rows) if self.bf16 else rows
+        index = index if isinstance(index, tuple) else (index,)
+        layer, rows, cols = (*index, slice(None), slice(None))[:3]
+        picked = self._rows[layer][rows]
+        picked = picked.reshape(*picked.shape[:-2], self.shape[-1])[..., cols]
+        return bf16.from_bits(picked) if self.bf16 else picked
 
 
 class ImageWeights:

@@ -189,7 +189,7 @@ class DeviceModel:
                 data = value + bytes(max(0, cmd.length_bytes - len(value)))
             else:
                 kv = self.program.streams[index]["kv"]
-                row = em.kv_rows[kv["layer"]][kv["kind"]]
+                row = em.kv_rows[kv["layer"]][kv["kind"]][kv["head"]]
                 data = wire.pack(row, kv["dtype"])
             if len(data) != cmd.length_bytes:
                 raise BoardError(

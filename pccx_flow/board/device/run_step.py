@@ -31,6 +31,7 @@ from pccx_flow.board.device.transfers import (
     staging_bytes,
 )
 from pccx_flow.board.device.uio import Npu
+from pccx_flow.board.program.ddr import join_kv_heads
 from pccx_flow.graph.blocks_final import LOGITS
 
 
@@ -99,13 +100,15 @@ def step_result(program, buffers: dict[str, Buffer], host: HostSide | None,
     found = None if host is None else host.memory.get(LOGITS)
     logits = None if found is None else np.asarray(found, dtype=np.float32)
     image = buffers["image"]
-    rows: dict[int, dict[str, np.ndarray]] = {}
+    rows: dict[int, dict[str, dict[int, np.ndarray]]] = {}
     for s in program.streams.values():
         if s.get("kind") == "kv_write":
             kv = s["kv"]
             raw = image.view(s["ddr_offset"], s["ddr_bytes"])
-            rows.setdefault(kv["layer"], {})[kv["kind"]] = kv_values(program.ddr, raw)
-    kv_rows = {layer: (r["k"], r["v"]) for layer, r in sorted(rows.items()) if len(r) == 2}
+            parts = rows.setdefault(kv["layer"], {}).setdefault(kv["kind"], {})
+            parts[kv["head"]] = kv_values(program.ddr, raw)
+    joined = {layer: join_kv_heads(r) for layer, r in sorted(rows.items())}
+    kv_rows = {layer: kv for layer, kv in joined.items() if kv is not None}
     return StepResult(logits, kv_rows, report)
 
 

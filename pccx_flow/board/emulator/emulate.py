@@ -58,6 +58,7 @@ from pccx_flow.board.isa import (
 )
 from pccx_flow.board.isa.target import BF16, get_target
 from pccx_flow.board.isa.wire import entry_fields
+from pccx_flow.board.program.ddr import join_kv_heads
 from pccx_flow.board.program.files import Program
 from pccx_flow.errors import PccxFlowError
 from pccx_flow.graph.blocks_final import LOGITS
@@ -115,7 +116,8 @@ class Emulator(L2Access, CvoUnit, GemvUnit):
         self.region_reach = list(itertools.accumulate((b for _, b in spans), max))
         self.engines: dict[int, str] = {}
         self.done_upto = 0
-        self.kv_rows: dict[int, dict[str, np.ndarray]] = {}
+        # per cache layer, kind and KV head: the row part this step wrote
+        self.kv_rows: dict[int, dict[str, dict[int, np.ndarray]]] = {}
         self.host_ready: dict[str, int] = {}  # tensor -> the MEMCPY word that copied it out
         self.index = -1
         self.node = ""
@@ -157,10 +159,8 @@ class Emulator(L2Access, CvoUnit, GemvUnit):
                 raise EmulationError("the program never produced the logits in host memory")
         else:
             logits = np.asarray(logits).astype(self.F, copy=False)
-        rows = {
-            layer: (kv["k"], kv["v"]) for layer, kv in sorted(self.kv_rows.items()) if len(kv) == 2
-        }
-        return logits, rows
+        joined = {layer: join_kv_heads(kv) for layer, kv in sorted(self.kv_rows.items())}
+        return logits, {layer: kv for layer, kv in joined.items() if kv is not None}
 
     def word(self, i: int, word: int) -> None:
         try:
@@ -255,8 +255,10 @@ class Emulator(L2Access, CvoUnit, GemvUnit):
             if s["kind"] == "kv_read":
                 kv = s["kv"]
                 cache = self.k_cache if kv["kind"] == "k" else self.v_cache
-                r0 = kv["first_row"]
-                data = np.asarray(cache[kv["layer"], r0 : r0 + kv["rows"]]).reshape(-1)
+                heads = self.p.ddr["kv"][f"{kv['layer']}.{kv['kind']}"]["heads"]
+                r0, d = kv["first_row"], cache.shape[-1] // heads
+                cols = slice(kv["head"] * d, (kv["head"] + 1) * d)  # the cache is per head
+                data = np.asarray(cache[kv["layer"], r0 : r0 + kv["rows"], cols]).reshape(-1)
                 self.write(f["dest"], data, kv["dtype"], whole_words=whole)
             elif s["kind"] == "embed_fetch":
                 e = s["embed"]
@@ -300,7 +302,7 @@ class Emulator(L2Access, CvoUnit, GemvUnit):
                 if kv["dtype"] == BF16
                 else data.astype(np.dtype(kv["dtype"]))
             )
-            self.kv_rows.setdefault(kv["layer"], {})[kv["kind"]] = row
+            self.kv_rows.setdefault(kv["layer"], {}).setdefault(kv["kind"], {})[kv["head"]] = row
             for out in self.p.operands[i]["outputs"]:
                 self._write_operand(i, out, row)
         elif s["kind"] == "logits_readback":  # a run of logits, into host memory

@@ -76,19 +76,18 @@ class GemvUnit:
             y = y + self.read(f["dest"], y.size, self.t.l2_dtype, "gemv").astype(self.F)
         self.write(f["dest"], y, self.t.l2_dtype, whole_words=self.t.cvo_whole_words)
 
-    def _matrix(self, i: int, parts: list[str]) -> np.ndarray:
-        """The KV rows of an attention GEMV: its parts, read where each lies."""
-        kv_dim = self.k_cache.shape[-1]
+    def _matrix(self, i: int, parts: list[str], head_dim: int) -> np.ndarray:
+        """The KV rows of an attention GEMV (one KV head's): its parts, read where each lies."""
         return np.concatenate(
-            [self._read_operand(i, name, "gemv").reshape(-1, kv_dim) for name in parts], axis=0
+            [self._read_operand(i, name, "gemv").reshape(-1, head_dim) for name in parts], axis=0
         )
 
     def attention(self, i: int, f: dict, extra: dict) -> None:
         F = self.F
         a = extra["attention"]
         k0, k1 = a["keys"]
-        g, d = a["kv_head"], a["head_dim"]
-        rows = self._matrix(i, extra["matrix_operand"])[k0:k1, g * d : (g + 1) * d].astype(F)
+        d, off = a["head_dim"], a["row_offset"]  # keys of the tile's rows start at off
+        rows = self._matrix(i, extra["matrix_operand"], d)[k0 - off : k1 - off].astype(F)
         if a["kind"] == "attn_scores":
             q = self.read(f["src"], d, self.t.l2_dtype, "gemv").astype(F)
             scores = (rows @ q).astype(F)

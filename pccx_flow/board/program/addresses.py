@@ -25,12 +25,13 @@ from pccx_flow.board.program.tensors import operand_groups
 from pccx_flow.schedule.memory import HOST_OUTPUT_COPIES
 
 # The long-lived regions placed ahead at the top take at most 1/LONG_LIVED_SHARE of L2
-# (112 KiB of 1.75 MiB): below that, three 512 KiB KV tiles and the small regions that
-# fill from the bottom (~70 KiB in E4B's programs) still fit. With the top eighth, a short
-# last tile grouped with its new row (a row the KV-sharing layers keep reading) was planned
-# 130 words into the third tile's room, and E4B's programs at position 700 on
-# v002-as-built (critical-path, min-min, random) did not lower once those layers read V
-# tile 1 during V tile 0's ·V.
+# (112 KiB of 1.75 MiB): below that, six 256 KiB KV tiles (a head's each) and the small
+# regions that fill from the bottom (~70-110 KiB in E4B's programs) still fit. With the
+# top eighth, a short last tile grouped with its new row (a row the KV-sharing layers keep
+# reading; such a row is grouped with no tile since, `_tensor_facts`) was planned 130 words
+# into the third tile's room, and E4B's programs at position 700 on v002-as-built
+# (critical-path, min-min, random) did not lower once those layers read V tile 1 during V
+# tile 0's ·V.
 LONG_LIVED_SHARE = 16
 
 
@@ -74,6 +75,19 @@ class Addresses:
         # Groups: an operand of several parts is one contiguous region, parts in order.
         self.group_of: dict[str, tuple[str, ...]] = {}
         self.split_operands = 0
+        # A new KV row that later layers read too (a KV-sharing source layer's) is grouped
+        # with no tile: in its layer's last tile group it would stay, 32 words, in the middle
+        # of the tile stack until the step's last layer, and with a tile per KV head (four
+        # such rows a layer) every layer after it found a tile's room split there (E4B at
+        # 799 on v002-as-built). On its own it is a small long-lived region, planned at the
+        # top (`_plan_long_lived`); the operand is split as the sharing layers' are.
+        shared_rows = {
+            t["name"]
+            for n in self.order
+            if g.nodes[n].get("kernel") == "kv_write"
+            and len({g.nodes[r].get("layer") for r in g.successors(n)}) > 1
+            for t in g.nodes[n]["outputs"]
+        }
         for n in self.order:
             d = g.nodes[n]
             if d["op"] == "HOST":
@@ -82,8 +96,8 @@ class Addresses:
                 if len(operand) < 2:
                     continue
                 key = tuple(operand)
-                if any(self.group_of.get(p, key) != key for p in key):
-                    self.split_operands += 1  # parts already placed in another group
+                if shared_rows & set(key) or any(self.group_of.get(p, key) != key for p in key):
+                    self.split_operands += 1  # a shared row, or parts in another group
                     continue
                 for p in key:
                     self.group_of[p] = key
@@ -134,6 +148,7 @@ class Addresses:
         self.l2.slot_words = max((sum(sizes) for sizes in regions.values()
                                   if sum(sizes) * LARGE_FRACTION >= self.l2.total_words),
                                  default=0)  # fmt: skip
+        self.l2.ceiling = self.l2.total_words - self.l2.total_words // LONG_LIVED_SHARE
         self._plan_long_lived(regions)
 
     def _region_words(self) -> dict[tuple[str, ...], list[int]]:
@@ -146,7 +161,7 @@ class Addresses:
     def _plan_long_lived(self, regions: dict[tuple[str, ...], list[int]]) -> None:
         """Place ahead, at the top of L2, the regions that live through much of the step
         (the embedding scale, the PLE inputs, the new rows the KV-sharing layers keep
-        reading, with the KV tile grouped with each row).
+        reading).
 
         The linear scan places a small region first fit from the bottom, wherever the bottom
         is free at its birth: one born beside a layer's short-lived scores lands mid-L2 and,

@@ -3,18 +3,26 @@
 *L2*: tensors live in 128-bit words (17-bit word addresses). A linear scan in issue order
 allocates a tensor's region when its producer is issued and frees it once its last reader has
 been issued (liveness by the schedule's order). Placement is a two-ended heap, because the
-few large regions (KV tiles of 512 rows, 512 KiB each) must find a contiguous hole among many
-small ones:
+few large regions (KV tiles of 512 rows of one KV head, 256 KiB each on E4B) must find a
+contiguous hole among many small ones:
 
 - tensors that a CVO instruction touches must lie below the SFU's reach
   (`sfu.l2_reach_bytes`: all 1.75 MiB on v002-spec, the first 256 KiB as built): first fit
   from address 0 upward;
 - other small tensors: first fit from address 0 as well (above the reach, they would split
-  the space the large ones need: as built, three KV tiles leave exactly the 256 KiB window);
+  the space the large ones need: as built, six KV tiles leave exactly the 256 KiB window);
   the lowering retries with them above the window (``small="above-reach"``) when that
   fails, since then they can crowd the CVO's tensors out of the window instead;
-- large regions (at least 1/16 of L2): the top of the highest hole, so they stack from the
-  top and the small ones never split the space they need. A large region smaller than the
+- large regions (at least 1/16 of L2): on a grid a KV tile apart (``slot_words``) below
+  the top share where the long-lived regions are planned (``ceiling``,
+  `pccx_flow.board.program.addresses.LONG_LIVED_SHARE`), at the highest grid place that
+  fits a hole, so they stack from the top and the small ones never split the space they
+  need. A tile holds one KV head's rows (256 KiB on E4B: L2 is seven of them); stacked from
+  the top of its hole instead, the first tiles of a step ran into the top share, the next
+  layer's tiles then stacked under the words reserved there, a few hundred words off the
+  grid each, and a layer's sixth tile found its 16,384 words only across reserved ones
+  (every policy's program at 1023 and beyond on v002-spec). With no grid place in any
+  hole a large region takes the top of the highest hole. A large region smaller than the
   largest (``slot_words``: a KV tile read without the new row, 64 words short of one with
   it) but at least half its size starts where a region of the largest size would, its
   spare words on top: the boundaries of the stack stay a whole tile apart, so the hole a
@@ -52,8 +60,8 @@ from dataclasses import dataclass, field
 from pccx_flow.board.isa import L2_WORD_BYTES
 from pccx_flow.errors import PccxFlowError
 
-# A region of at least 1/LARGE_FRACTION of L2 (a 512-row KV tile: 512 KiB of 1.75 MiB) is
-# "large" and stacks from the top; the small ones fill from the bottom.
+# A region of at least 1/LARGE_FRACTION of L2 (a 512-row KV tile of one head: 256 KiB of
+# 1.75 MiB) is "large" and stacks from the top; the small ones fill from the bottom.
 LARGE_FRACTION = 16
 
 
@@ -93,6 +101,10 @@ class L2Allocator:
     # the largest large region's words (0: none): a smaller large region starts where one of
     # this size would (module docstring)
     slot_words: int = 0
+    # the top of the large regions' slot grid (0: none): they go a whole number of slots
+    # below it, under the top share where the long-lived regions are planned (module
+    # docstring)
+    ceiling: int = 0
     free: list[list[int]] = field(default_factory=list)  # sorted [start, end) ranges
     live_words: int = 0
     peak_words: int = 0
@@ -218,6 +230,10 @@ class L2Allocator:
         if not fits:
             return None
         if words * LARGE_FRACTION >= self.total_words:
+            for hole in reversed(fits):  # the highest place on the slot grid, if any
+                at = self._on_grid(words, hole)
+                if at is not None:
+                    return at
             top = fits[-1][1]  # the top of the highest hole, a whole slot down if it has one
             slot = top - self.slot_words
             return slot if self._short_of_a_slot(words) and slot >= fits[-1][0] else top - words
@@ -227,6 +243,16 @@ class L2Allocator:
             if above:
                 return above[0]
         return fits[0][0]  # small: first fit from the bottom
+
+    def _on_grid(self, words: int, hole: list[int]) -> int | None:
+        """The highest ``ceiling - k * slot_words`` (k >= 1) where `words` fit in `hole`, or
+        None (no grid, or no grid place in the hole)."""
+        slot, ceiling = self.slot_words, self.ceiling
+        if not slot or not ceiling or words > slot or 2 * words < slot:
+            return None
+        top = min(hole[1], ceiling)
+        at = ceiling - -(-(ceiling - top + words) // slot) * slot
+        return at if at >= hole[0] else None
 
     def _short_of_a_slot(self, words: int) -> bool:
         """A region smaller than the largest but at least half its size (a tile read

@@ -7,9 +7,12 @@ to and from L2 by MEMCPY. Layout, in checkpoint-manifest order, each region 4 Ki
 - an INT4 tensor: its packed nibbles ``[rows, cols/2]`` (row-major, as stored), then its
   float32 row scales;
 - a float32 tensor: its values, row-major as stored;
-- the KV cache: for every cache layer, K then V, ``max_seq`` rows of ``kv_dim`` values in
-  the cache's element type (float16 by the specification, float32 under the ``gemma3n``
-  semantics, BF16 on the as-built target: `pccx_flow.board.isa.target`).
+- the KV cache: for every cache layer, K then V, head-major: per KV head ``max_seq`` rows of
+  ``head_dim`` values in the cache's element type (float16 by the specification, float32
+  under the ``gemma3n`` semantics, BF16 on the as-built target:
+  `pccx_flow.board.isa.target`). A head's rows are contiguous, so one key tile of one head
+  (what a KV read moves: `pccx_flow.graph.blocks_attention.kv_tiles`) is one DataMover
+  transfer, which moves one contiguous range; row-major, it would be a piece per row.
 
 >>> from pccx_flow.model.config import get_config
 >>> image = ddr_layout(get_config("tiny"))
@@ -55,11 +58,18 @@ def ddr_layout(config: Gemma3nConfig, kv_dtype: str = "float16") -> dict:
         tensors[spec.key] = entry
     weights_end = off
     kv: dict[str, dict] = {}
-    row_bytes = config.kv_dim * KV_DTYPE_BYTES[kv_dtype]
+    row_bytes = config.head_dim * KV_DTYPE_BYTES[kv_dtype]  # one head's row
+    head_bytes = config.max_seq * row_bytes
     for layer in range(config.n_kv_cache_layers):
         for kind in ("k", "v"):
-            kv[f"{layer}.{kind}"] = {"offset": off, "rows": config.max_seq, "row_bytes": row_bytes}
-            off = _align(off + config.max_seq * row_bytes)
+            kv[f"{layer}.{kind}"] = {
+                "offset": off,
+                "rows": config.max_seq,
+                "row_bytes": row_bytes,
+                "heads": config.n_kv_heads,
+                "head_bytes": head_bytes,
+            }
+            off = _align(off + config.n_kv_heads * head_bytes)
     return {
         "align": ALIGN,
         "tensors": tensors,
@@ -69,6 +79,20 @@ def ddr_layout(config: Gemma3nConfig, kv_dtype: str = "float16") -> dict:
         "kv_bytes": off - weights_end,
         "total_bytes": off,
     }
+
+
+def join_kv_heads(rows: dict[str, dict[int, object]]) -> tuple | None:
+    """``(k_row, v_row)`` of one cache layer from its heads' parts (``{"k": {head: part},
+    "v": ...}``, as a step writes them: one transfer per head), or None until both kinds
+    are there. The parts join in head order, the cache's row order (``[kv_dim]``)."""
+    import numpy as np
+
+    if set(rows) != {"k", "v"}:
+        return None
+    return tuple(
+        np.concatenate([np.asarray(rows[kind][h]).reshape(-1) for h in sorted(rows[kind])])
+        for kind in ("k", "v")
+    )
 
 
 def check_ddr_capacity(config: Gemma3nConfig, profile, kv_dtype: str = "float16") -> dict:

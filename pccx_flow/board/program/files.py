@@ -38,7 +38,9 @@ from pccx_flow.files import NotRegularFile, open_regular
 __all__ = ["ProgramFileError"]  # defined with the schema, raised by every reader here
 
 FORMAT = "pccx-flow-program"
-VERSION = 2  # 2: host steps exchange tensors with L2 by MEMCPY words (host I/O area)
+# 2: host steps exchange tensors with L2 by MEMCPY words (host I/O area); 3: the KV cache
+# is head-major, each KV stream one head's rows
+VERSION = 3
 
 
 @dataclass

@@ -138,10 +138,11 @@ STREAM_SHAPES = (
                 "scale_offset?": INT}},
     {"kind": STR, "bytes": INT, "tensor": STR, "host_offset": INT},
     {"kind": STR, "bytes": INT, "ddr_offset": INT, "ddr_bytes": INT,
-     "kv": {"kind": STR, "layer": INT, "first_row": INT, "rows": INT, "dtype": STR}},
+     "kv": {"kind": STR, "layer": INT, "head": INT, "first_row": INT, "rows": INT,
+            "dtype": STR}},
     {"matrix_operand": [STR],
      "attention": {"kind": STR, "kv_head": INT, "head_dim": INT, "keys": [INT],
-                   "has_past": BOOL}},
+                   "row_offset": INT, "has_past": BOOL}},
     {"kind": STR, "bytes": INT, "host_tensor": STR},
 )  # fmt: skip
 TENSOR_REF = {"name": STR, "shape": [INT], "dtype": STR}
@@ -149,7 +150,7 @@ DDR = {
     "align": INT, "kv_dtype": STR, "weights_bytes": INT, "kv_bytes": INT, "total_bytes": INT,
     "tensors": {STR: {"offset": INT, "shape": [INT], "storage": STR, "bytes": INT,
                       "scale_offset?": INT}},
-    "kv": {STR: {"offset": INT, "rows": INT, "row_bytes": INT}},
+    "kv": {STR: {"offset": INT, "rows": INT, "row_bytes": INT, "heads": INT, "head_bytes": INT}},
 }  # fmt: skip
 HOST_STEP = {
     "kind": STR, "node": STR, "func": STR, "kernel": STR,
@@ -271,8 +272,12 @@ def _names_linked(side: dict, key: str, stream: dict) -> None:
     for field in ("weight", "embed"):
         if field in stream and stream[field]["key"] not in ddr["tensors"]:
             raise _Bad(f"streams.{key} streams {stream[field]['key']!r}, not in ddr.tensors")
-    if "kv" in stream and f"{stream['kv']['layer']}.{stream['kv']['kind']}" not in ddr["kv"]:
-        raise _Bad(f"streams.{key} streams a KV region that is not in ddr.kv")
+    if "kv" in stream:
+        region = ddr["kv"].get(f"{stream['kv']['layer']}.{stream['kv']['kind']}")
+        if region is None:
+            raise _Bad(f"streams.{key} streams a KV region that is not in ddr.kv")
+        if not 0 <= stream["kv"]["head"] < region["heads"]:
+            raise _Bad(f"streams.{key} streams KV head {stream['kv']['head']}, not in its region")
     operands = side["operands"].get(key)
     if operands is None:
         return

@@ -128,7 +128,7 @@ class Words:
             extra["matrix_operand"] = list(kv)
             p = d["params"]
             extra["attention"] = {
-                k: p[k] for k in ("keys", "kv_head", "head_dim", "has_past") if k in p
+                k: p[k] for k in ("keys", "row_offset", "kv_head", "head_dim", "has_past") if k in p
             }
             extra["attention"]["kind"] = d["kernel"]
         tile = ("weight_shape", rows, cols & 0xFFFF, cols >> 16, n, "GEMV tile shape")
@@ -179,13 +179,14 @@ class Words:
         p = d["params"]
         if kind in ("kv_read", "kv_write"):
             region = self.ddr["kv"][f"{p['cache_layer']}.{p['kind']}"]
-            row = region["row_bytes"]
+            row, head = region["row_bytes"], p["kv_head"]
             first = p["positions"][0] if kind == "kv_read" else p["position"]
-            stream["ddr_offset"] = region["offset"] + first * row
+            stream["ddr_offset"] = region["offset"] + head * region["head_bytes"] + first * row
             cache_dtype = self.kv_dtype
             stream["kv"] = {
                 "layer": p["cache_layer"],
                 "kind": p["kind"],
+                "head": head,
                 "first_row": first,
                 "dtype": cache_dtype,
             }

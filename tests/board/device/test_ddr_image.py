@@ -26,4 +26,9 @@ def test_image_weights_equal_the_checkpoint_bit_for_bit(tiny_ckpt):
             assert np.array_equal(img.rows(key, 1, n), tiny_ckpt.rows(key, 1, n)), key
     kk, vv = kv_views(layout, mem, config.n_kv_cache_layers, config.kv_dim)
     assert np.array_equal(ImageKV(kk)[1, 2:5], k[1, 2:5]) and ImageKV(vv).shape == shape
-    assert np.array_equal(vv[-1], v[-1])
+    assert np.array_equal(vv[-1].reshape(v.shape[1], -1), v[-1])
+    # head-major: a head's rows are one contiguous range of the image
+    r, d = layout["kv"]["1.k"], config.head_dim
+    head1 = np.frombuffer(mem, "<f2", count=r["rows"] * d, offset=r["offset"] + r["head_bytes"])
+    assert np.array_equal(head1.reshape(r["rows"], d), k[1, :, d : 2 * d])
+    assert np.array_equal(ImageKV(kk)[1, 2:5, d : 2 * d], k[1, 2:5, d : 2 * d])

@@ -53,6 +53,20 @@ def test_float32_emulation_passes_the_run_check_rule(tiny_ckpt, case):
     assert r["ok"], (r["max_abs_diff"], r["kv_flips"], r["kv_beyond"])
 
 
+@pytest.mark.parametrize("profile", ["v002-spec", "v002-as-built"])
+def test_a_step_of_several_key_tiles_matches_the_reference(tiny_ckpt, profile):
+    """Three 8-key tiles per KV head (position 20): each attention GEMV reads its own
+    tile's rows, whose first key is the tile's ``row_offset``, not key 0 (float64, the
+    spec target: exact)."""
+    from ..conftest import lowered_graph
+
+    graph, _, _, prog = lowered_graph(profile, position=20, tile_rows=8, target="spec")
+    assert any(a.get("params", {}).get("row_offset") == 16 for _, a in graph.nodes(data=True))
+    r = emulate_against_reference(prog, tiny_ckpt, default_tokens(21, tiny_ckpt.config.vocab),
+                                  precision="float64")  # fmt: skip
+    assert r["max_abs_diff"] <= 1e-9 and r["argmax_same"] and r["ok"], r["max_abs_diff"]
+
+
 def test_rtl_numerics_drift_from_the_spec(tiny_ckpt):
     prog = _program("v002-spec", "critical-path", "pccx", 5)
     tokens = default_tokens(6, tiny_ckpt.config.vocab)

@@ -3,8 +3,10 @@
 The digests were taken before `pccx_flow/board` was split into rooms (isa, program,
 emulator, timing, device) and after it, and agree: the split moved code, it changed no word,
 sidecar field or golden byte. A change that alters programs on purpose must update them here
-and say why in its commit (last: `critical-path` fills idle gaps of a lane, so the order of
-the spec step's instructions and their addresses moved, golden sums unchanged).
+and say why in its commit (last: the KV cache is head-major and every KV tile and new row
+moves per KV head, attention streams carry their tile's first key, and a new row later
+layers read is grouped with no tile, so words, sidecar, addresses and the golden writes'
+layout moved, golden sums unchanged).
 
 Words and sidecar are pinned by digest. The golden vectors are pinned by their layout (which
 instruction writes which address, in which type and length: a digest) and by the sums of
@@ -29,15 +31,15 @@ from ..conftest import lowered
 # (profile, policy, position, semantics, target) -> digests
 PINNED = {
     ('v002-spec', 'critical-path', 5, 'pccx', 'spec'): {
-        'words': 'a94bbe3402be45836cf0287ca993f41e00177117c35bddd8725345106cf41951',
-        'sidecar': 'd8fca6109881e20bfb47af63329bacd316ca0be50470a5f678d56c63f458ed49',
-        'golden_layout': 'c9b4f86334ce7fd3733b761bb7f09458aee544cae30b05fc671072c1459b2b92',
+        'words': '1310ad91e2528f3d5d8baffa621372f38667521186f4009bf5c704ee5e872d82',
+        'sidecar': '00a837c66888af4970e02aa71b9118d48367b8944c50af1fd6e44f4d989bf555',
+        'golden_layout': '9116b3c6a1fd55154a868cad218775b8abd0fbb5465dcb9880d495f000cfdda1',
         'golden_sums': (189007.58203526004, 153688.4518873038, 0),
     },
     ('v002-as-built', 'heft', 3, 'gemma3n', 'as-built'): {
-        'words': '369f1eb3074c6843218c582586c5998c1781d24c28a0e3394eaa38a379d33c64',
-        'sidecar': 'feb513bc10a5c61c5a2153bda7416780572b536b2de0e6eb52a44344fa6f401b',
-        'golden_layout': '4d5e44c85ccce09d9562d8244bd28c13307920580a8f8f160d92c52d41b1a754',
+        'words': '234a1779e2fa1f241d7beabe51611d82a13d4c9daa7e363ac8335edb5e281686',
+        'sidecar': 'ad9fd3e91116c5613978ac38fef8f88361094cefa50d2bfd27fe1d69b29e07ce',
+        'golden_layout': '4fc295adffbe6c23995021b3b8e27f07f99335018e86108cf58d80444ee9eee0',
         'golden_sums': (150030.49407905765, 113072.13581672712, 1337),
     },
 }
