@@ -38,7 +38,6 @@ from pccx_flow import atomic  # noqa: E402
 from pccx_flow.collector import collector_paused  # noqa: E402
 from pccx_flow.errors import PccxFlowError  # noqa: E402
 from pccx_flow.graph.build import build_decode_graph  # noqa: E402
-from pccx_flow.hardware.cost import cycles_of  # noqa: E402
 from pccx_flow.hardware.profile import load_profile  # noqa: E402
 from pccx_flow.schedule.metrics import step_bounds  # noqa: E402
 from pccx_flow.schedule.problem import problem_from_graph  # noqa: E402
@@ -50,69 +49,24 @@ POLICIES = [
 ]
 
 
-def split_kv_per_head(graph, profile) -> None:
-    """Replace each KV tile read (rows of every KV head) by one read per KV head, in place.
-
-    A head's scores and ·V GEMVs then read only their own head's tile, so the tile's L2 is
-    freed once that head group's queries are done, not all of them: what the step would be
-    with the KV cache laid out head-major in DDR (a head's rows contiguous, one DMA
-    descriptor per tile and head). Only the scheduling problem is studied; the program,
-    the emulator and the executor keep the row-major layout.
-    """
-    heads = graph.graph["config_dict"]["n_kv_heads"]
-    reads = [n for n, a in graph.nodes(data=True) if a.get("kernel") == "kv_read"]
-    for n in reads:
-        a = graph.nodes[n]
-        (out,) = a["outputs"]
-        rows, width = out["shape"]
-        for g in range(heads):
-            name = f"{n}.g{g}"
-            tensor = {**out, "name": name, "shape": [rows, width // heads]}
-            attrs = {**a, "outputs": [tensor], "act_bytes": a["act_bytes"] // heads,
-                     "params": {**a["params"], "kv_head": g}}  # fmt: skip
-            attrs["cycles"] = cycles_of(name, attrs, profile)
-            graph.add_node(name, **attrs)
-            for r, d in list(graph.succ[n].items()):
-                if graph.nodes[r]["params"]["kv_head"] != g:
-                    continue
-                graph.nodes[r]["inputs"] = [
-                    tensor if i["name"] == out["name"] else i for i in graph.nodes[r]["inputs"]
-                ]
-                graph.add_edge(name, r, **{**d, "tensor": name, "tensors": [name],
-                                           "bytes": d["bytes"] // heads})  # fmt: skip
-        graph.remove_node(n)
-
-
 def bench_point(
-    profile_name: str,
-    position: int,
-    policies: list[str],
-    read_ahead: dict | None = None,
-    kv_per_head: bool = False,
+    profile_name: str, position: int, policies: list[str], read_ahead: dict | None = None
 ) -> dict:
     # the cyclic collector paused, as `schedule` runs the step (`pccx_flow.collector`)
     with collector_paused(collect_after=True):
-        return _bench_point(profile_name, position, policies, read_ahead, kv_per_head)
+        return _bench_point(profile_name, position, policies, read_ahead)
 
 
 def _bench_point(
-    profile_name: str,
-    position: int,
-    policies: list[str],
-    read_ahead: dict | None,
-    kv_per_head: bool,
+    profile_name: str, position: int, policies: list[str], read_ahead: dict | None
 ) -> dict:
     profile = load_profile(profile_name)
     t = time.perf_counter()
     graph = build_decode_graph("e4b", position=position, profile=profile)
-    if kv_per_head:
-        split_kv_per_head(graph, profile)
     graph_s = time.perf_counter() - t
     row: dict = {"profile": profile.name, "position": position, "nodes": len(graph)}
     if read_ahead:
         row["read_ahead"] = read_ahead
-    if kv_per_head:
-        row["kv_tiles"] = "per KV head"
     row["seconds"] = {"graph": graph_s}
     problems = {}
     for memory in (True, False):
@@ -188,13 +142,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--positions", type=int, nargs="+", default=[0, 1023, 2047, 4095, 8191])
     parser.add_argument("--profiles", nargs="+", default=["v002-spec", "v002-as-built"])
     parser.add_argument("--policies", nargs="+", default=POLICIES)
-    parser.add_argument("--out", type=Path, help="default: results/gap.json, "
-                        "results/gap_read_ahead.json with --read-ahead, "
-                        "results/gap_kv_per_head.json with --kv-per-head")  # fmt: skip
+    parser.add_argument("--out", type=Path, help="default: results/gap.json, or "
+                        "results/gap_read_ahead.json with --read-ahead")  # fmt: skip
     parser.add_argument("--read-ahead", nargs="+", default=[], metavar="KEY=N",
                         help="kv_prefetch_edges keywords for the problem within L2")  # fmt: skip
-    parser.add_argument("--kv-per-head", action="store_true",
-                        help="one KV read per tile and KV head (split_kv_per_head)")  # fmt: skip
     parser.add_argument(
         "--keep", action="store_true",
         help="keep the rows of other (profile, position) pairs already in --out",
@@ -202,15 +153,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     read_ahead = {k: int(v) for k, v in (a.split("=", 1) for a in args.read_ahead)}
     if args.out is None:
-        name = "gap_kv_per_head" if args.kv_per_head else "gap_read_ahead" if read_ahead else "gap"
-        args.out = HERE / "results" / f"{name}.json"
+        args.out = HERE / "results" / ("gap_read_ahead.json" if read_ahead else "gap.json")
     rows: list[dict] = []
     if args.keep and args.out.exists():
         rows = json.loads(args.out.read_text())["rows"]
     for p in args.profiles:
         for pos in args.positions:
             rows = [r for r in rows if (r["profile"], r["position"]) != (p, pos)]
-            rows.append(bench_point(p, pos, args.policies, read_ahead or None, args.kv_per_head))
+            rows.append(bench_point(p, pos, args.policies, read_ahead or None))
             rows.sort(key=lambda r: (r["profile"] != "v002-spec", r["profile"], r["position"]))
             write(args.out, rows)
     print(format_table(rows, args.policies))

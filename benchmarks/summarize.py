@@ -457,32 +457,21 @@ def as_built_section(d: dict) -> str:
     )
 
 
-def _gap_table(d: dict, before: dict | None = None) -> str:
-    """Makespan over the largest bound per row and policy; with `before` (another gap
-    file's rows), each cell also says the change against that file's makespan, and the
-    column of heft without the L2 limit is left out."""
+def _gap_table(d: dict) -> str:
     policies = list(dict.fromkeys(k.rsplit("/", 1)[0] for r in d["rows"] for k in r["results"]))
-    old_rows = {(r["profile"], r["position"]): r["results"] for r in (before or {}).get("rows", [])}
     rows = []
     for r in d["rows"]:
         bound = r["largest_bound_l2"]
         cells = [r["profile"], str(r["position"]),
                  f"`{bound}` {r['bounds_l2'][bound] / 1e6:.1f} M"]  # fmt: skip
-        old_results = old_rows.get((r["profile"], r["position"]), {})
         for p in policies:
-            res, old = r["results"].get(f"{p}/l2", {}), old_results.get(f"{p}/l2", {})
-            cell = f"{res['gap_to_own_bound']:+.2%}" if "makespan_cycles" in res else "-"
-            if before is not None and "makespan_cycles" in res and "makespan_cycles" in old:
-                cell += f" ({res['makespan_cycles'] / old['makespan_cycles'] - 1:+.2%})"
-            cells.append(cell)
-        if before is None:
-            free = r["results"].get("heft/unlimited", {})
-            ok = "makespan_cycles" in free
-            cells.append(f"{free['gap_to_hardware_bound']:+.2%}" if ok else "-")
+            res = r["results"].get(f"{p}/l2", {})
+            cells.append(f"{res['gap_to_own_bound']:+.2%}" if "makespan_cycles" in res else "-")
+        free = r["results"].get("heft/unlimited", {})
+        cells.append(f"{free['gap_to_hardware_bound']:+.2%}" if "makespan_cycles" in free else "-")
         rows.append(cells)
-    head = ["profile", "position", "largest bound (within L2)", *policies]
-    if before is None:
-        head.append("heft without L2 limit")
+    head = ["profile", "position", "largest bound (within L2)", *policies,
+            "heft without L2 limit"]  # fmt: skip
     return _table(head, rows)
 
 
@@ -503,17 +492,6 @@ def gap_read_ahead_section(d: dict) -> str:
         "when a layer of more than two key tiles waited for its own attention input (tiles "
         "in today's read order); a study, not what `schedule` makes, see [What the model "
         "says](findings.md); columns as above)\n\n" + _gap_table(d)
-    )
-
-
-def gap_kv_per_head_section(d: dict) -> str:
-    return (
-        "**KV tiles read per KV head** (`bench_gap.py --kv-per-head`: every KV tile read "
-        "split into one read per KV head, as a head-major cache in DDR would allow; a "
-        "study of the scheduling problem, not what `schedule` or `emit` make; each cell is "
-        "the makespan over that problem's largest bound and, in brackets, against the same "
-        "policy's makespan with today's tiles (the first of these tables); model estimates, see "
-        "[What the model says](findings.md))\n\n" + _gap_table(d, _load("gap") or {})
     )
 
 
@@ -592,7 +570,6 @@ SECTIONS = {
     "memory": memory_section,
     "gap": gap_section,
     "gap_read_ahead": gap_read_ahead_section,
-    "gap_kv_per_head": gap_kv_per_head_section,
     "cut": cut_section,
     "improve": improve_section,
     "lower": lower_section,

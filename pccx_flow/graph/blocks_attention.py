@@ -5,10 +5,13 @@ tile (``head_dim`` rows) and its own norm → RoPE → scores → softmax → ·
 split along its input dimension per KV group (``accm=1`` chain per row tile), so W_o streaming
 starts when the first group's heads are done rather than after all of them.
 
-KV (pure-functional): an own-KV layer's ``kv_write`` node outputs the new row in the cache
+KV (pure-functional): an own-KV layer's ``kv_write`` nodes output the new row in the cache
 dtype; ``kv_read`` nodes bring the rows of earlier positions from the state and depend on
-nothing in the step (their DMA can overlap anything). The scores and ·V GEMVs read the past
-rows and the new row. A KV-sharing layer (``i >= first_kv_shared_layer``) has no K/V
+nothing in the step (their DMA can overlap anything). Both move one KV head's rows: the
+cache is head-major in DDR (`pccx_flow.board.program.ddr`), and a tile of one head is
+freed in L2 once that head's query group is done with it, while the other group's tiles
+are still read (tiles of both heads waited for all eight queries). The scores and ·V GEMVs
+read the past rows and the new row. A KV-sharing layer (``i >= first_kv_shared_layer``) has no K/V
 projection and reads the write node of layer ``kv_source_layer(i)``. The bytes of a step's KV
 traffic are the past rows per reading layer plus one new row per write, i.e. the spec's
 ``L × kv_dim × 2`` per own layer (the new row of a shared layer stays on chip).
@@ -192,9 +195,8 @@ def kv_tiles(ctx: Ctx, layer: int, kind: str, src: int, g: int, new: dict) -> li
     Keys are tiled by ``ctx.tile_rows`` (as the scores are), and each tile's past rows come
     in through their own MEMCPY, so no KV transfer is larger than one tile: at 8k context a
     layer's K is sixteen 512-row reads per head instead of one 8 MiB read, which L2
-    (1.75 MiB) could never hold. A tile holds one head's rows only: its L2 is freed once that
-    head's queries are done with it, while the other heads' tiles are still read (module
-    docstring). With one tile the read keeps its untiled name.
+    (1.75 MiB) could never hold. A tile holds one head's rows only (module docstring). With
+    one tile the read keeps its name without a tile number.
     """
     start, end = key_window(ctx, layer)
     n_past = ctx.position - start

@@ -210,9 +210,9 @@ def kv_prefetch_edges(
     layer" reading "a layer's stream of one head"), and a stream's first tiles wait for the
     previous layer's attention of that head only. One head group's tiles are freed once
     its queries are done with them, while the other group's are still read: E4B at 1023
-    on v002-spec, critical-path+improve within L2 went from 128.61 M to 127.00 M cycles
+    on v002-spec, critical-path+improve within L2 went from 128.61 M to 126.99 M cycles
     (tiles of both heads, freed only after all eight queries), -1.9 to -2.5 % at 2047-8191,
-    v002-as-built -0.6 to -1.1 % at 2047-8191 and +0.03 to +0.28 % at 1023.
+    v002-as-built -0.8 to -1.7 % at 2047-8191 and +0.02 to +0.27 % at 1023.
 
     So, whatever the policy, a stream holds at most two K tiles and one V tile, or two V
     tiles and at most one K tile at its end, and the next layer's first two K tiles and

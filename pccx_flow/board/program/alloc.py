@@ -13,18 +13,18 @@ contiguous hole among many small ones:
   the space the large ones need: as built, six KV tiles leave exactly the 256 KiB window);
   the lowering retries with them above the window (``small="above-reach"``) when that
   fails, since then they can crowd the CVO's tensors out of the window instead;
-- large regions (at least 1/16 of L2): on a grid a KV tile apart (``slot_words``) below
-  the top share where the long-lived regions are planned (``ceiling``,
-  `pccx_flow.board.program.addresses.LONG_LIVED_SHARE`), at the highest grid place that
-  fits a hole, so they stack from the top and the small ones never split the space they
-  need. A tile holds one KV head's rows (256 KiB on E4B: L2 is seven of them); stacked from
-  the top of its hole instead, the first tiles of a step ran into the top share, the next
-  layer's tiles then stacked under the words reserved there, a few hundred words off the
-  grid each, and a layer's sixth tile found its 16,384 words only across reserved ones
-  (every policy's program at 1023 and beyond on v002-spec). With no grid place in any
+- large regions (at least 1/16 of L2) of at least half a tile: on a grid a KV tile apart
+  (``slot_words``) below the top share where the long-lived regions are planned
+  (``ceiling``, `pccx_flow.board.program.addresses.LONG_LIVED_SHARE`), at the highest grid
+  place that fits a hole, so they stack from the top and the small ones never split the
+  space they need. A tile holds one KV head's rows (256 KiB on E4B: L2 is seven of them);
+  stacked from the top of its hole instead, the first tiles of a step ran into the top
+  share, the next layer's tiles then stacked under the words reserved there, off the
+  grid, and a layer's sixth tile found its 16,384 words only across reserved ones (every
+  policy's program at 1023 and beyond on v002-spec). With no grid place in any
   hole a large region takes the top of the highest hole. A large region smaller than the
-  largest (``slot_words``: a KV tile read without the new row, 64 words short of one with
-  it) but at least half its size starts where a region of the largest size would, its
+  largest (``slot_words``: a KV tile read without the new row, a row short of one with it)
+  but at least half its size starts where a region of the largest size would, its
   spare words on top: the boundaries of the stack stay a whole tile apart, so the hole a
   short tile leaves takes a whole one. Placed at the top of its hole instead, the short
   tile shifted every tile stacked under it down by its spare words, and once a whole tile
@@ -41,7 +41,7 @@ tile and the new row) are one *group*: one contiguous region, parts in order; ea
 freed after its own last reader. A group is placed when its first part is produced; the
 words of a part produced later are *reserved* until then, not taken (`L2Allocator.alloc`):
 a region that dies before the reservation is due may use them. So the new K row, produced
-before the layer's attention, pins only its own 1 KiB, and the earlier KV tiles of the
+before the layer's attention, pins only its own 512 B, and the earlier KV tiles of the
 layer stream through the space the last tile will take, as the schedule's L2 count has it.
 
 *Constant cache*: 64 slots written by MEMSET, each holding three 16-bit values. A slot whose

@@ -64,6 +64,31 @@ def test_a_short_large_region_starts_where_a_whole_one_would_so_holes_stay_whole
     assert a.alloc(40, low=False) == 8  # larger than the slot: the top of its hole
 
 
+def test_large_regions_stack_on_a_slot_grid_under_the_ceiling():
+    """L2 of seven 16-word slots, its top 7 words a share for long-lived regions (ceiling
+    105), one of them reserved there until issue position 10. Layer A's three tiles (dying
+    at 5) may borrow the reserved words, layer B's (dying at 20) may not. On the grid A's
+    tiles sit under the ceiling, and when they die B's last three take their slots; from
+    the top of the hole instead, A's first tile used the share, so the room A leaves B is
+    the reserved words short and B's sixth tile finds no place."""
+
+    def layers(ceiling: int) -> list[int | None]:
+        a = L2Allocator(total_words=112, reach_words=112, slot_words=16, ceiling=ceiling)
+        assert a.alloc(3, low=False) == 0  # a small region at the bottom
+        a.reserve(108, 4, due=10)
+        first = [a.alloc(16, low=False, dies=5) for _ in range(3)]
+        second = [a.alloc(16, low=False, dies=20) for _ in range(3)]
+        for addr in first:
+            a.release(addr, 16)
+        return first + second + [a.alloc(16, low=False, dies=20) for _ in range(3)]
+
+    assert layers(ceiling=105) == [89, 73, 57, 41, 25, 9, 89, 73, 57]
+    assert layers(ceiling=0) == [96, 80, 64, 48, 32, 16, 92, 76, None]
+    a = L2Allocator(total_words=112, reach_words=112, slot_words=16, ceiling=105)
+    assert a.alloc(7, low=False) == 105  # under half a slot: the top of its hole, no grid
+    assert a.alloc(8, low=False) == 89  # half a slot and more: on the grid
+
+
 def test_slot_cache_reuses_values_and_evicts_the_least_recently_used():
     c = SlotCache(n_slots=2)
     assert c.lookup(("fmap_shape", 1, 2, 3), now=0) == (0, True, None)
