@@ -576,7 +576,7 @@ def _per_head_reads(layers: int, heads: int) -> nx.DiGraph:
 
 
 def test_kv_reads_of_one_head_follow_that_heads_attention_not_the_layers():
-    """Tiles read per KV head (a study of a head-major cache): each head's first tiles wait
+    """Tiles read per KV head (the cache is head-major): each head's first tiles wait
     for the previous layer's attention of that head only, so one head's tiles stream in
     while the other head's are still being read by its queries."""
     graph = _per_head_reads(layers=2, heads=2)
