@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from pccx_flow.model.config import Gemma3nConfig
 from pccx_flow.model.tensors import tensor_manifest
 
@@ -85,8 +87,6 @@ def join_kv_heads(rows: dict[str, dict[int, object]]) -> tuple | None:
     """``(k_row, v_row)`` of one cache layer from its heads' parts (``{"k": {head: part},
     "v": ...}``, as a step writes them: one transfer per head), or None until both kinds
     are there. The parts join in head order, the cache's row order (``[kv_dim]``)."""
-    import numpy as np
-
     if set(rows) != {"k", "v"}:
         return None
     return tuple(
