@@ -560,7 +560,8 @@ def cut_section(d: dict) -> str:
         "recomputed with `--bounds-only` after `capacity_chain` changed; the 1023 rows' "
         "schedules and CP-SAT's results are the first run's, from before scores ran three "
         "KV tiles ahead of their ·V, the 8191 rows' are from a rerun after a layer's last V "
-        "tile was double buffered)\n\n" + _table(head, rows)
+        "tile was double buffered; every row is from the graph whose KV tiles held both "
+        "KV heads' rows, not rerun since they hold one head's)\n\n" + _table(head, rows)
     )
 
 

@@ -92,6 +92,13 @@ def commit_step(
         )
     if state.position >= cfg.max_seq:
         check_position(cfg, state.position)
+    for layer, (k_row, v_row) in kv_rows.items():  # all checked before any row is written
+        for kind, row in (("K", k_row), ("V", v_row)):
+            if np.asarray(row).size != cfg.kv_dim:
+                raise InputError(
+                    f"cache layer {layer}: the step wrote a {kind} row of "
+                    f"{np.asarray(row).size} values, not {cfg.kv_dim} (every KV head's part)"
+                )
     for layer, (k_row, v_row) in kv_rows.items():
         state.k_cache[layer, state.position] = np.asarray(k_row).reshape(cfg.kv_dim)
         state.v_cache[layer, state.position] = np.asarray(v_row).reshape(cfg.kv_dim)

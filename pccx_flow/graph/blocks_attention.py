@@ -44,6 +44,9 @@ from pccx_flow.model.config import is_global_layer, kv_source_layer, owns_kv, ro
 
 BLK = "attn"
 
+# per cache layer, its new K rows and new V rows this step: one tensor per KV head each
+KvNew = dict[int, tuple[list[dict], list[dict]]]
+
 
 def key_window(ctx: Ctx, layer: int) -> tuple[int, int]:
     """First and one-past-last key position this layer attends to at ``ctx.position``.
@@ -361,9 +364,7 @@ def _pv(
     return out
 
 
-def attention(
-    ctx: Ctx, layer: int, x_norm: Vec, theta: dict, kv_new: dict[int, tuple[dict, dict]]
-) -> Vec:
+def attention(ctx: Ctx, layer: int, x_norm: Vec, theta: dict, kv_new: KvNew) -> Vec:
     """attn_output = GQA(Q_rope, K, V) · W_oᵀ as W_o row tiles (spec §4.B).
 
     `kv_new` maps a cache layer to its (k_new, v_new) rows, one tensor per KV head; an own-KV

@@ -30,7 +30,7 @@ import networkx as nx
 from pccx_flow.collector import collector_paused
 from pccx_flow.errors import InputError
 from pccx_flow.graph.blocks_altup import altup_correct, altup_predict
-from pccx_flow.graph.blocks_attention import attention, theta_memset
+from pccx_flow.graph.blocks_attention import KvNew, attention, theta_memset
 from pccx_flow.graph.blocks_ffn import ffn
 from pccx_flow.graph.blocks_final import LOGITS, final
 from pccx_flow.graph.blocks_ple import ple_mix
@@ -143,7 +143,7 @@ def _build(
                           "float32", {"field": "pli", "layer": i})
             for i in range(a, b)
         }  # fmt: skip
-    kv_new: dict[int, tuple[dict, dict]] = {}
+    kv_new: KvNew = {}
     for i in range(a, b):
         xs = build_layer(ctx, i, xs, pli[i], kv_new)
     if b == config.n_layers:
@@ -179,9 +179,7 @@ def _build(
     return graph
 
 
-def build_layer(
-    ctx: Ctx, i: int, xs: list[Vec], pli: dict, kv_new: dict[int, tuple[dict, dict]]
-) -> list[Vec]:
+def build_layer(ctx: Ctx, i: int, xs: list[Vec], pli: dict, kv_new: KvNew) -> list[Vec]:
     """One decoder layer (spec §4.A-§4.E); returns the stream rows leaving it."""
     theta = theta_memset(ctx, i)
     pred = altup_predict(ctx, i, xs)

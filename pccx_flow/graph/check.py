@@ -333,7 +333,10 @@ def _check_kv(graph: nx.DiGraph, cfg: Gemma3nConfig, layer: int, nodes: list[str
                     f"{n} reads the new KV row {new_row} of cache slot {wp.get('cache_layer')}; "
                     f"layer {layer} attends over layer {src}'s cache"
                 )
-    written = sorted((graph.nodes[n]["params"].get("kind"), graph.nodes[n]["params"].get("kv_head"))
+    for n in writes:
+        if not isinstance(graph.nodes[n]["params"].get("kv_head"), int):
+            raise GraphError(f"{n} writes a KV row but names no KV head (params.kv_head)")
+    written = sorted((graph.nodes[n]["params"]["kind"], graph.nodes[n]["params"]["kv_head"])
                      for n in writes)  # fmt: skip
     every = [(kind, g) for kind in ("k", "v") for g in range(cfg.n_kv_heads)]
     if own and written != every:

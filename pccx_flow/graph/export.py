@@ -33,7 +33,7 @@ from pccx_flow.errors import GraphError
 from pccx_flow.files import file_kind
 
 FORMAT = "pccx-flow-graph"
-VERSION = 1
+VERSION = 2  # 2: KV reads and new-row writes per KV head (params.kv_head)
 FORMATS = ("json", "graphml")
 _JSON_PREFIX = "json:"
 # Graph attributes networkx's GraphML reader adds itself, plus our format marker.

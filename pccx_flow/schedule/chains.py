@@ -389,8 +389,9 @@ RELEASE_USERS = 64
 TAIL_USERS = 16
 # How many of a group's holds, lowest first, get their own longest chains; the rest are
 # bounded by the group's shortest ones (`_ForcedStarts.freed_at_least`). 16 covers every
-# KV tile of an E4B layer up to 4,095 tokens; at 8191 (32) the bound is 0.1 % lower than
-# with all of them, and its pass ~0.4 s shorter on v002-spec.
+# KV tile of an E4B layer up to 2,047 tokens (a tile per KV head: 32 at 4095, 64 at 8191);
+# with tiles of both heads, at 8191 (32 then) the bound was 0.1 % lower than with all of
+# them, and its pass ~0.4 s shorter on v002-spec.
 EXACT_HOLDS = 16
 
 
@@ -439,10 +440,10 @@ class _ForcedStarts:
     decode step D is a head's Q norm and RoPE on the host and SFU plus its scores: the
     time between the last Q projection and the first freed tile. U is taken among the latest
     `RELEASE_USERS` users in pass order (any U gives a bound; these give the best on a
-    decode step: a KV tile is freed only once all heads' Q projections ran and its scores
-    after them). The term is applied at a node once every reader precedes it in the pass
-    (so t_f is final) and all of G are its ancestors, and is carried to descendants by the
-    pass itself.
+    decode step: a KV tile, one KV head's rows, is freed only once its head group's Q
+    projections ran and its scores after them). The term is applied at a node once every
+    reader precedes it in the pass (so t_f is final) and all of G are its ancestors, and is
+    carried to descendants by the pass itself.
     """
 
     def __init__(

@@ -145,3 +145,25 @@ def test_gemv_layouts_tiles_and_accumulate(tiny_ckpt):
         "gemv", [x], {"layout": "in_out"}, weights=tiny_ckpt, weight={"key": key, "rows": [8, 40]}
     )
     np.testing.assert_allclose(got, (x @ a)[8:40], rtol=1e-5, atol=1e-5)
+
+
+def test_kv_write_rows_join_head_parts_and_refuse_a_missing_head():
+    """The step's KV rows arrive one KV head's part per write; a layer's row is the parts
+    in head order, and a head missing from one kind is one clear error."""
+    from types import SimpleNamespace
+
+    from pccx_flow.errors import ExecutionError
+    from pccx_flow.execute.kernels_mem import kv_write_rows
+
+    def write(kind, head):
+        params = {"cache_layer": 0, "kind": kind, "kv_head": head}
+        return SimpleNamespace(kernel="kv_write", params=params)
+
+    calls = {f"{k}{h}": write(k, h) for k in "kv" for h in (1, 0)}
+    results = {n: (np.full(2, 10 * (n[0] == "v") + int(n[1]), np.float16),) for n in calls}
+    k_row, v_row = kv_write_rows(calls, results)[0]
+    np.testing.assert_array_equal(k_row, [0, 0, 1, 1])
+    np.testing.assert_array_equal(v_row, [10, 10, 11, 11])
+    del calls["v1"]
+    with pytest.raises(ExecutionError, match=r"K heads \[0, 1\] and V heads \[0\]"):
+        kv_write_rows(calls, results)

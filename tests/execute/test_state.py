@@ -44,6 +44,15 @@ def test_commit_refuses_missing_layers(tiny_config):
     assert st.position == 0
 
 
+def test_commit_refuses_a_row_missing_a_kv_head_and_writes_nothing(tiny_config):
+    st = new_decode_state(tiny_config, "pccx")
+    rows = _rows(tiny_config, 1.0)
+    rows[3] = (rows[3][0][: tiny_config.head_dim], rows[3][1])  # one head's part only
+    with pytest.raises(InputError, match=r"cache layer 3: the step wrote a K row of 8 values"):
+        commit_step(st, rows)
+    assert st.position == 0 and not st.k_cache.any()
+
+
 def test_bad_inputs_are_typed(tiny_config):
     with pytest.raises(InputError, match="token id 512"):
         new_decode_state(tiny_config, "pccx", token_id=512)

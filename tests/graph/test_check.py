@@ -114,6 +114,11 @@ def test_kv_read_of_the_wrong_slot(g):
     _raises(g, "L06.attn.k_read.g0", "layer 3's cache")
 
 
+def test_kv_write_without_a_kv_head(g):
+    del g.nodes["L00.attn.k_write.g1"]["params"]["kv_head"]
+    _raises(g, "L00.attn.k_write.g1", "names no KV head")
+
+
 def test_kv_read_of_another_kv_head(g):
     g.nodes["L06.attn.k_read.g1"]["params"]["kv_head"] = 0
     _raises(g, "KV head 1", "L06.attn.k_read.g1")

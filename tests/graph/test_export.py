@@ -57,8 +57,10 @@ def test_explicit_format_overrides_the_suffix(tiny, tmp_path):
         ("b.json", json.dumps({"nodes": []}), "not a pccx-flow graph file"),
         ("c.json", json.dumps({"format": "pccx-flow-graph", "version": 99, "graph": {}}),
          "version 99"),
-        ("d.json", json.dumps({"format": "pccx-flow-graph", "version": 1, "graph": {"x": 1}}),
+        ("d.json", json.dumps({"format": "pccx-flow-graph", "version": 2, "graph": {"x": 1}}),
          "malformed node-link body"),
+        ("g.json", json.dumps({"format": "pccx-flow-graph", "version": 1, "graph": {}}),
+         "version 1; this pccx-flow reads version 2: re-export"),
         ("e.graphml", "<graphml><oops", "not a readable GraphML file"),
         ("f.graphml", '<?xml version="1.0"?><graphml xmlns="http://graphml.graphdrawing.org/xmlns">'
          '<graph edgedefault="directed"/></graphml>', "not a pccx-flow graph"),

@@ -53,10 +53,12 @@ def load_image(layout: dict, weights, mem: memoryview, k_cache=None, v_cache=Non
             continue
         for layer in range(cache.shape[0]):
             r = layout["kv"][f"{layer}.{kind}"]
-            rows = np.asarray(cache[layer])  # [max_seq, kv_dim], heads side by side
-            heads = rows.reshape(rows.shape[0], r["heads"], -1).transpose(1, 0, 2)
-            data = kv_bytes(layout, np.ascontiguousarray(heads))  # head-major (`ddr_layout`)
-            mem[r["offset"] : r["offset"] + len(data)] = data
+            rows = np.asarray(cache[layer])  # [rows, kv_dim], heads side by side
+            d = rows.shape[-1] // r["heads"]
+            for g in range(r["heads"]):  # head-major (`ddr_layout`): a head's rows in a run
+                data = kv_bytes(layout, np.ascontiguousarray(rows[:, g * d : (g + 1) * d]))
+                at = r["offset"] + g * r["head_bytes"]
+                mem[at : at + len(data)] = data
 
 
 def kv_views(layout: dict, mem: memoryview, n_layers: int, kv_dim: int) -> tuple[list, list]:

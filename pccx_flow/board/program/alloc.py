@@ -10,7 +10,7 @@ contiguous hole among many small ones:
   (`sfu.l2_reach_bytes`: all 1.75 MiB on v002-spec, the first 256 KiB as built): first fit
   from address 0 upward;
 - other small tensors: first fit from address 0 as well (above the reach, they would split
-  the space the large ones need: as built, six KV tiles leave exactly the 256 KiB window);
+  the space the large ones need);
   the lowering retries with them above the window (``small="above-reach"``) when that
   fails, since then they can crowd the CVO's tensors out of the window instead;
 - large regions (at least 1/16 of L2) of at least half a tile: on a grid a KV tile apart

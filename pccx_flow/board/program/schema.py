@@ -278,6 +278,9 @@ def _names_linked(side: dict, key: str, stream: dict) -> None:
             raise _Bad(f"streams.{key} streams a KV region that is not in ddr.kv")
         if not 0 <= stream["kv"]["head"] < region["heads"]:
             raise _Bad(f"streams.{key} streams KV head {stream['kv']['head']}, not in its region")
+        if region["rows"] * region["row_bytes"] != region["head_bytes"]:
+            raise _Bad(f"ddr.kv {stream['kv']['layer']}.{stream['kv']['kind']}: rows x row_bytes "
+                       "is not head_bytes")  # fmt: skip
     operands = side["operands"].get(key)
     if operands is None:
         return

@@ -128,8 +128,9 @@ class Words:
             extra["matrix_operand"] = list(kv)
             p = d["params"]
             extra["attention"] = {
-                k: p[k] for k in ("keys", "row_offset", "kv_head", "head_dim", "has_past") if k in p
+                k: p[k] for k in ("keys", "kv_head", "head_dim", "has_past") if k in p
             }
+            extra["attention"]["row_offset"] = p.get("row_offset", 0)  # its tile's first key
             extra["attention"]["kind"] = d["kernel"]
         tile = ("weight_shape", rows, cols & 0xFFFF, cols >> 16, n, "GEMV tile shape")
         if self.t.gemv_length_ptr == "shape_ptr":

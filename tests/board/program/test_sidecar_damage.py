@@ -92,6 +92,9 @@ DAMAGE = {
     "matrix input dropped": lambda side: side["operands"][
         next(k for k, v in side["streams"].items() if "matrix_operand" in v)
     ]["inputs"].clear(),
+    "kv head beyond its region": lambda side: next(
+        s for s in side["streams"].values() if "kv" in s
+    )["kv"].update({"head": 9}),
     "host step read not a location": lambda side: next(
         s for s in side["steps"] if s["kind"] == "host"
     )["host_reads"].update({"x": [1, 2]}),
