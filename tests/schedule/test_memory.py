@@ -440,17 +440,19 @@ def _previous_attention_done(graph, layer, head=0):
     return {r for n in last for r in graph.successors(n)}
 
 
-def test_a_short_context_streams_in_during_the_previous_layers_mlp():
-    """Two key tiles a layer: K tiles 0, 1 and V tile 0 wait only for the previous
-    KV-reading layer's attention, and V tile 1 for the ·V of V tile 0 and the scores of K
-    tile 0 (freed first: they need no new K row), not of K tile 1."""
+@pytest.mark.parametrize("head", [0, 1])
+def test_a_short_context_streams_in_during_the_previous_layers_mlp(head):
+    """Two key tiles a layer: each KV head's K tiles 0, 1 and V tile 0 wait only for the
+    previous KV-reading layer's attention of that head, and V tile 1 for the ·V of V tile 0
+    and the scores of K tile 0 (freed first: they need no new K row), not of K tile 1."""
     profile = load_profile("v002-spec")
     graph = build_decode_graph("tiny", position=40, tile_rows=32, profile=profile)
     problem = problem_from_graph(graph, profile, memory=True)
-    _, k, v = _layer_reads(graph, 4)
+    _, k, v = _layer_reads(graph, 4, head)
     assert len(k) == len(v) == 2
-    done = _previous_attention_done(graph, 4)
+    done = _previous_attention_done(graph, 4, head)
     assert done and set(problem.preds[k[0]]) == set(problem.preds[k[1]]) == done
+    assert all(graph.nodes[r]["params"]["kv_head"] == head for r in done)
     assert set(problem.preds[v[0]]) == done
     assert set(problem.preds[v[1]]) == set(graph.successors(v[0])) | set(graph.successors(k[0]))
     assert not set(problem.preds[v[1]]) & set(graph.successors(k[1]))
