@@ -68,7 +68,7 @@ def _kv_count(call) -> int:
     return int(bool(call.params.get("has_past"))) + int(bool(call.params.get("has_new", True)))
 
 
-def _head_slice(call, rows: np.ndarray) -> np.ndarray:
+def _tile_keys(call, rows: np.ndarray) -> np.ndarray:
     """Keys a:b of the tile's rows (one KV head's: every KV tile and row is per head)."""
     F = tensor_dtype()
     p = call.params
@@ -81,7 +81,7 @@ def attn_scores(call, inputs, ctx, weights, external):
     """Q·Kᵀ of one query head over keys a:b, no scaling, and the max (findemax)."""
     F = tensor_dtype()
     q = vector(inputs[0])
-    k = _head_slice(call, _kv_rows(call, inputs[1:]))
+    k = _tile_keys(call, _kv_rows(call, inputs[1:]))
     scores = (k @ q).astype(F, copy=False)
     return scores, np.array([scores.max()], dtype=F)
 
@@ -92,7 +92,7 @@ def attn_pv(call, inputs, ctx, weights, external):
     F = tensor_dtype()
     ops = operands(call.params, inputs)
     p = vector(ops[0])
-    v = _head_slice(call, _kv_rows(call, ops[1 : 1 + _kv_count(call)]))
+    v = _tile_keys(call, _kv_rows(call, ops[1 : 1 + _kv_count(call)]))
     return (p @ v).astype(F, copy=False)
 
 
