@@ -107,7 +107,10 @@ def step_result(program, buffers: dict[str, Buffer], host: HostSide | None,
             raw = image.view(s["ddr_offset"], s["ddr_bytes"])
             parts = rows.setdefault(kv["layer"], {}).setdefault(kv["kind"], {})
             parts[kv["head"]] = kv_values(program.ddr, raw)
-    joined = {layer: join_kv_heads(r) for layer, r in sorted(rows.items())}
+    joined = {
+        layer: join_kv_heads(r, program.ddr["kv"][f"{layer}.k"]["heads"])
+        for layer, r in sorted(rows.items())
+    }
     kv_rows = {layer: kv for layer, kv in joined.items() if kv is not None}
     return StepResult(logits, kv_rows, report)
 

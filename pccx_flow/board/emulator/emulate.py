@@ -159,7 +159,10 @@ class Emulator(L2Access, CvoUnit, GemvUnit):
                 raise EmulationError("the program never produced the logits in host memory")
         else:
             logits = np.asarray(logits).astype(self.F, copy=False)
-        joined = {layer: join_kv_heads(kv) for layer, kv in sorted(self.kv_rows.items())}
+        joined = {
+            layer: join_kv_heads(kv, self.p.ddr["kv"][f"{layer}.k"]["heads"])
+            for layer, kv in sorted(self.kv_rows.items())
+        }
         return logits, {layer: kv for layer, kv in joined.items() if kv is not None}
 
     def word(self, i: int, word: int) -> None:

@@ -83,14 +83,17 @@ def ddr_layout(config: Gemma3nConfig, kv_dtype: str = "float16") -> dict:
     }
 
 
-def join_kv_heads(rows: dict[str, dict[int, object]]) -> tuple | None:
+def join_kv_heads(rows: dict[str, dict[int, object]], heads: int) -> tuple | None:
     """``(k_row, v_row)`` of one cache layer from its heads' parts (``{"k": {head: part},
     "v": ...}``, as a step writes them: one transfer per head), or None until both kinds
-    are there. The parts join in head order, the cache's row order (``[kv_dim]``)."""
-    if set(rows) != {"k", "v"}:
+    hold all `heads` parts (a program cut short, ``emit --bisect``, may stop between two
+    heads: a row of fewer heads is no row). The parts join in head order, the cache's row
+    order (``[kv_dim]``)."""
+    every = set(range(heads))
+    if set(rows) != {"k", "v"} or any(set(rows[kind]) != every for kind in ("k", "v")):
         return None
     return tuple(
-        np.concatenate([np.asarray(rows[kind][h]).reshape(-1) for h in sorted(rows[kind])])
+        np.concatenate([np.asarray(rows[kind][h]).reshape(-1) for h in range(heads)])
         for kind in ("k", "v")
     )
 
