@@ -266,6 +266,26 @@ def test_pool_chain_never_exceeds_the_optimum_of_phases_joined_by_chains(problem
         assert bound <= opt, (name, bound, opt)
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem=phases_with_chains())
+def test_pool_chain_keeping_one_nearest_user_only_loosens_it(problem):
+    """`_nearest_chains` keeps a node's `NEAREST_KEPT` shortest chains and a floor for the
+    rest; kept to one, the bounds may fall but never rise above the full ones (small
+    problems keep every chain by default), so the truncation of E4B's long rows is safe."""
+    from pccx_flow.schedule import chains
+
+    full = chains.pool_chain_bounds(problem)
+    keep = chains.NEAREST_KEPT
+    try:
+        chains.NEAREST_KEPT = 1
+        short = chains.pool_chain_bounds(problem)
+    finally:
+        chains.NEAREST_KEPT = keep
+    assert short.keys() == full.keys()
+    for name, bound in short.items():
+        assert bound <= full[name], (name, bound, full[name])
+
+
 CTRL_C_IN_A_SOLVE = """
 import os, signal, sys, threading
 from ortools.sat.python import cp_model

@@ -86,18 +86,43 @@ def test_pool_chain_adds_the_chain_after_the_last_user_and_before_the_first():
     problem = chains_example(True)
     users = {n: 1 for n in ("u1", "u2", "n")}
     cost = {n: problem.min_cost(n) for n in problem.order}
+    users = {"u1": 1, "u2": 2, "n": 4}
     to_user, from_user = _chains_around(problem, users, cost, problem.preds, problem.succs)
-    assert (to_user["n"], to_user["h1"], to_user["u1"]) == (7, 0, 0)
-    assert (from_user["u1"], from_user["h1"], from_user["n"]) == (7, 0, 0)
-    # a user reached by two chains counts the shorter
+    # n's nearest users above: u1 and u2, each 7 away; h1's: u1 right above; u1 has none
+    assert (to_user["n"], to_user["h1"], to_user["u1"]) == (((7, 1), (7, 2)), ((0, 1),), ())
+    assert (from_user["u1"], from_user["h1"], from_user["n"]) == (((7, 4),), ((0, 4),), ())
+    # one user reached by two chains: n waits for both, so the longer counts
     g = nx.DiGraph([("u", "a"), ("a", "b"), ("u", "c"), ("b", "n"), ("c", "n")])
     lanes = [Lane("g0", "gemv"), Lane("c0", "host")]
     costs = {"u": {"g0": 1}, "n": {"g0": 1}, "a": {"c0": 2}, "b": {"c0": 3}, "c": {"c0": 4}}
     p = SchedulingProblem(g, lanes, costs, resources={"u": ("port",), "n": ("port",)},
                           pools={"port": 1})  # fmt: skip
     cost = {n: p.min_cost(n) for n in p.order}
-    to_user, from_user = _chains_around(p, {"u": 1, "n": 1}, cost, p.preds, p.succs)
-    assert to_user["n"] == 4 and from_user["u"] == 4  # u -> c -> n, not u -> a -> b -> n (5)
+    to_user, from_user = _chains_around(p, {"u": 1, "n": 2}, cost, p.preds, p.succs)
+    assert to_user["n"] == ((5, 1),) and from_user["u"] == ((5, 2),)  # u -> a -> b -> n
+
+
+def test_pool_chain_counts_only_the_chains_of_users_between_two_nodes():
+    """A block, as a decode layer's attention: its start s feeds two streams p1, p2, each
+    followed by a host chain of 12 (two nodes of 6) into the block's end e, as the O
+    projection and LAuReL are. A user c above s (the layer's AltUp coefficients) reaches e
+    by one short host node k (1). Whichever stream runs second (finishing 20 after s at the
+    earliest), its chain runs after it: e finishes at 10 + 1 + 2 + 20 + 12 + 10 = 55 at
+    best. Taking the chain into e as the least from any user above e (c's, 1) gave 45: the
+    users between s and e are p1 and p2 only, and both chains out of them are 12."""
+    g = nx.DiGraph(
+        [("c", "k"), ("k", "s"), ("k", "e"), ("s", "p1"), ("s", "p2"), ("p1", "h1"),
+         ("h1", "h2"), ("h2", "e"), ("p2", "g1"), ("g1", "g2"), ("g2", "e")]
+    )  # fmt: skip
+    lanes = [Lane("g0", "gemv"), Lane("c0", "host"), Lane("c1", "host")]
+    costs = {n: {"g0": 10} for n in ("c", "p1", "p2", "e")}
+    costs |= {n: {"c0": 6, "c1": 6} for n in ("h1", "h2", "g1", "g2")}
+    costs |= {"k": {"c0": 1, "c1": 1}, "s": {"c0": 2, "c1": 2}}
+    pools = {n: ("port",) for n in ("c", "p1", "p2", "e")}
+    problem = SchedulingProblem(g, lanes, costs, resources=pools, pools={"port": 1})
+    assert pool_chain_bounds(problem)["pool_chain:port"] == 55
+    best = min(run_policy(problem, policy=p).makespan for p in BUILTIN_POLICIES)
+    assert best == 55
 
 
 def test_a_lane_class_is_a_resource_when_its_work_is_as_large_as_the_pools():
