@@ -175,11 +175,11 @@ def chain_bounds(
         # proves both, and why a pair m, n counts only users between them).
         to_user, from_user = _chains_around(problem, bit, cost, preds, succs)
         before = {
-            n: -(-work(anc[n]) // count) + (to_user[n][0][0] if anc[n] else 0)
+            n: -(-work(anc[n]) // count) + (_least(to_user[n]) if anc[n] else 0)
             for n in problem.order
         }
         after = {
-            n: -(-work(desc[n]) // count) + (from_user[n][0][0] if desc[n] else 0)
+            n: -(-work(desc[n]) // count) + (_least(from_user[n]) if desc[n] else 0)
             for n in problem.order
         }
         # The pool work between each node and its near ancestors, shared by the passes.
@@ -273,57 +273,63 @@ def _chains_around(
     return to_user, from_user
 
 
-def _nearest_chains(order, inputs, users, cost) -> dict[Node, tuple[tuple[int, int], ...]]:
+def _nearest_chains(order, inputs, users, cost) -> dict[Node, tuple[tuple, int]]:
     """The recurrence of `_chains_around` along `order`, `inputs` giving the neighbours
     already visited (preds in pass order for `to_user`, succs in reverse for `from_user`):
     D(u, n) is 0 for an input u that is a user, else the largest D(u, p) + cost(p) over
     the inputs p that are not users and have u among their nearest users.
 
-    Only the `NEAREST_KEPT` shortest chains of a node are kept, and a last entry
-    ``(floor, ALL_USERS)`` stands for every user left out: each has a chain of at least
-    ``floor`` (the shortest one dropped, or the least floor of an input plus its cost), so
-    `_nearest` never answers more than the true least chain. A user kept at one input and
-    dropped at another is counted with the chain through the first alone: shorter, so
+    A node's chains are ``(row, shift)``: ``row`` holds ``(D - shift, bit)`` by D, so a
+    node of one input shares its input's row with a larger shift instead of copying it.
+    Only the `NEAREST_KEPT` shortest chains of a node are kept, and a last entry for the
+    bits `ALL_USERS` stands for every user left out: each has a chain of at least that
+    entry's (the shortest one dropped, or the least such entry of an input plus its cost),
+    so `_nearest` never answers more than the true least chain. A user kept at one input
+    and dropped at another is counted with the chain through the first alone: shorter, so
     still a lower bound. On an E4B step some nodes (the embedding below, the final norm
     above) have thousands of nearest users, of which a pair m, n only asks for the few
     between them."""
-    chains: dict[Node, tuple[tuple[int, int], ...]] = {}
+    chains: dict[Node, tuple[tuple, int]] = {}
     for n in order:
         near = inputs[n]
-        if len(near) == 1:  # most nodes of a decode step: one input, no merging
+        if len(near) == 1:  # most nodes of a decode step: the input's row, shifted
             p = near[0]
             b = users.get(p)
             if b is not None:
-                chains[n] = ((0, b),)
-                continue
-            c = cost[p]  # the input's chains, each longer by its cost: still in order
-            chains[n] = tuple([(x + c, u) for x, u in chains[p]]) if c else chains[p]
+                chains[n] = (((0, b),), 0)
+            else:
+                row, shift = chains[p]
+                chains[n] = (row, shift + cost[p]) if row else _NO_USER
             continue
-        d: dict[int, int] = {}
-        floor = inf
+        tops = [b for b in map(users.get, near) if b is not None]
+        rows: dict[int, tuple[tuple, int]] = {}  # per row object, its largest shift here
         for p in near:
-            b = users.get(p)
-            if b is not None:
-                if d.get(b, -1) < 0:
-                    d[b] = 0
-                continue
-            c = cost[p]
-            for x, u in chains[p]:
-                if u == ALL_USERS:
-                    if x + c < floor:
-                        floor = x + c
-                elif x + c > d.get(u, -1):
-                    d[u] = x + c
-        if not d and floor == inf:
-            chains[n] = _NO_USER
+            row, shift = chains[p]
+            if row and p not in users:
+                shift += cost[p]
+                seen = rows.get(id(row))
+                if seen is None or shift > seen[1]:
+                    rows[id(row)] = (row, shift)
+        if not tops and len(rows) <= 1:  # one input (the most common), or one row
+            chains[n] = next(iter(rows.values())) if rows else _NO_USER
             continue
+        d: dict[int, int] = dict.fromkeys(tops, 0)
+        floor = inf
+        for row, shift in rows.values():
+            for x, u in row:
+                x += shift
+                if u == ALL_USERS:
+                    if x < floor:
+                        floor = x
+                elif x > d.get(u, -1):
+                    d[u] = x
         row = sorted((x, u) for u, x in d.items())
         if len(row) > NEAREST_KEPT:
             floor = min(floor, row[NEAREST_KEPT][0])
             row = row[:NEAREST_KEPT]
         if floor != inf:
             row = [e for e in row if e[0] < floor] + [(floor, ALL_USERS)]
-        chains[n] = tuple(row)
+        chains[n] = (tuple(row), 0)
     return chains
 
 
@@ -332,15 +338,22 @@ def _nearest_chains(order, inputs, users, cost) -> dict[Node, tuple[tuple[int, i
 # embedding) in a fraction of the time.
 NEAREST_KEPT = 16
 ALL_USERS = -1  # the bit mask of every user (all bits set)
-_NO_USER: tuple = ()  # a node with no user on that side
+_NO_USER: tuple = ((), 0)  # a node with no user on that side
 
 
-def _nearest(chains: tuple[tuple[int, int], ...], between: int) -> int:
-    """The least chain of `chains` (``(D, bit)``, shortest first) to a user in `between`."""
-    for x, b in chains:
+def _nearest(chains: tuple[tuple, int], between: int) -> int:
+    """The least chain of `chains` (`_nearest_chains`) to a user in `between`."""
+    row, shift = chains
+    for x, b in row:
         if b & between:
-            return x
+            return x + shift
     return 0  # unreachable for a set between two nodes (`_chains_around`); 0 is safe
+
+
+def _least(chains: tuple[tuple, int]) -> int:
+    """The least chain of `chains` to any user (0 with none)."""
+    row, shift = chains
+    return row[0][0] + shift if row else 0
 
 
 @dataclass(frozen=True)
