@@ -430,10 +430,11 @@ def _capacity_groups(problem: SchedulingProblem) -> list[CapacityGroup]:
 
     A source is a node with no data inputs that holds bytes of a capacity for readers (a
     decode step's KV tile reads). Reads of one layer form a group; the early work is the
-    most lane time a set of the group's reads of at most the capacity's bytes can take
+    most lane time a set of the group's reads of at most the capacity's bytes, less what
+    other holds must keep resident beside them (`_resident_beside`), can take
     (`most_work_within`), the late work the rest.
     """
-    preds, _ = hardware_precedence(problem)
+    preds, succs = hardware_precedence(problem)
     groups: dict[tuple, dict] = {}
     for hold in problem.holds:
         n = hold.node
@@ -444,14 +445,100 @@ def _capacity_groups(problem: SchedulingProblem) -> list[CapacityGroup]:
             g = groups.setdefault(key, {"bytes": {}, "holds": []})
             g["bytes"][n] = g["bytes"].get(n, 0) + nbytes
             g["holds"].append(tuple(hold.readers))
+    beside = _resident_beside(problem, groups, preds, succs)
     out = []
-    for (cap, _), g in sorted(groups.items(), key=lambda kv: str(kv[0])):
+    for key, g in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        cap = key[0]
+        room = max(0, problem.capacities[cap] - beside.get(key, 0))
         work = {n: problem.min_cost(n) for n in g["bytes"]}
-        early = most_work_within(((g["bytes"][n], work[n]) for n in work), problem.capacities[cap])
+        early = most_work_within(((g["bytes"][n], work[n]) for n in work), room)
         late = sum(work.values()) - early
         lanes = {ln for n in g["bytes"] for ln in problem.costs[n]}
         if late > 0:
             out.append(CapacityGroup(frozenset(g["bytes"]), late, len(lanes), tuple(g["holds"])))
+    return out
+
+
+def _resident_beside(problem: SchedulingProblem, groups: dict, preds, succs) -> dict[tuple, int]:
+    """Per group (`_capacity_groups`' key), the bytes of other holds that every valid
+    schedule keeps in the group's capacity at the moment its first hold is freed.
+
+    Claim: let G's sources hold more bytes than the capacity, F be the earliest time a hold
+    of G is freed, and pick for every hold of G one reader of cost >= 1. A hold h (not a
+    source's) in the same capacity whose node a is an ancestor of every picked reader, and
+    which has a reader below every source of G, is resident at F - 1, beside the sources of
+    G that started before F (`_ForcedStarts`), so those hold at most the capacity less h's
+    bytes. Proof: the hold freed at F was freed when its last reader finished, its picked
+    reader r too, so a, above r, started by start(r) <= F - cost(r) <= F - 1. The sources
+    that started before F are all resident at F - 1, so not every source did: one starts
+    at F or later, h's reader below it finishes no earlier, and h is freed at F or later,
+    so it is resident at F - 1. On a decode step this is the main
+    stream a layer's attention adds to (AltUp's first row as mixed for the layer; 8 KiB),
+    and in a layer that reads another's KV the new K and V rows of the source layer,
+    which its last tile reads: even a few bytes of them leave no room for a seventh 256 KiB
+    tile beside six in 1,792 KiB of L2 (`capacity_chain` +0.65 % at 4095 on
+    `v002-as-built`, +0.53 % at 8191 on `v002-spec`).
+    """
+    sbit: dict[Node, int] = {}  # every group's sources, and one reader per hold, as bits
+    rbit: dict[Node, int] = {}
+    masks: dict[tuple, tuple[int, int]] = {}
+    for key, g in groups.items():
+        if sum(g["bytes"].values()) <= problem.capacities[key[0]]:
+            continue  # every source may be resident at once: the claim does not hold
+        smask = rmask = 0
+        for n in g["bytes"]:
+            smask |= sbit.setdefault(n, 1 << len(sbit))
+        for readers in g["holds"]:  # a reader of cost >= 1 of each hold (the claim's r)
+            r = next((r for r in readers if problem.min_cost(r) >= 1), None)
+            if r is None:
+                break
+            rmask |= rbit.setdefault(r, 1 << len(rbit))
+        else:
+            masks[key] = (smask, rmask)
+    if not masks:
+        return {}
+    above: dict[Node, int] = {}  # the sources above each node
+    for n in problem.order:
+        a = 0
+        for p in preds[n]:
+            a |= above[p] | sbit.get(p, 0)
+        above[n] = a
+    below: dict[Node, int] = {}  # the readers below each node
+    for n in reversed(problem.order):
+        b = 0
+        for q in succs[n]:
+            b |= below[q] | rbit.get(q, 0)
+        below[n] = b
+    # A hold can be resident beside a group only if its node is above the group's readers
+    # and a reader of it below its sources: on a decode step only groups of layers from
+    # the node's to its readers' (a node of no layer: any) are tried.
+    nodes = problem.graph.nodes
+    by_layer: dict[object, list] = defaultdict(list)
+    for key in masks:
+        by_layer[key[1]].append(key)
+    unlayered = by_layer.pop(None, [])
+    out: dict[tuple, int] = {}
+    for hold in problem.holds:
+        if hold.node in sbit:
+            continue  # a source: counted in its group's knapsack, if any
+        down = below[hold.node]
+        if not down:
+            continue
+        lo = nodes[hold.node].get("layer")
+        ends = [nodes[r].get("layer") for r in hold.readers]
+        hi = None if None in ends else max(ends)
+        keys = unlayered + [
+            k for layer, ks in by_layer.items()
+            if (lo is None or layer >= lo) and (hi is None or layer <= hi) for k in ks
+        ]  # fmt: skip
+        for key in keys:
+            smask, rmask = masks[key]
+            if down & rmask != rmask:
+                continue
+            if any(above[r] & smask == smask for r in hold.readers):
+                for cap, nbytes in hold.row:
+                    if cap == key[0]:
+                        out[key] = out.get(key, 0) + nbytes
     return out
 
 
@@ -490,13 +577,15 @@ class _ForcedStarts:
     Claim: let G be a group of sources (no inputs) holding bytes of a capacity of size C
     for their readers, t_f a lower bound of the earliest time any of G's holds is freed,
     W_late the group's late work on its k lanes (`_capacity_groups`: the work beyond the
-    most a subset of at most C bytes carries). Then every node n that has all of G among
-    its ancestors starts at or after ``t_f + ceil(W_late / k)``.
+    most a subset of at most C - B bytes carries, B the bytes of other holds resident at
+    F - 1 below, `_resident_beside`). Then every node n that has all of G among its
+    ancestors starts at or after ``t_f + ceil(W_late / k)``.
 
     Proof: let F be the earliest time a hold of G is freed in a valid schedule (F >= t_f).
     A source that started before F holds its bytes until its holds are freed, all at or
-    after F, so at F - 1 every such source is resident at once: their bytes are at most C,
-    and their lane time at most the knapsack's early work. Every other source starts at F
+    after F, so at F - 1 every such source is resident at once, beside B bytes of other
+    holds: their bytes are at most C - B, and their lane time at most the knapsack's early
+    work. Every other source starts at F
     or later, and those carry at least W_late of lane time on k lanes, so the last of them
     finishes no earlier than F + ceil(W_late / k); each is an ancestor of n, so n starts
     after it. More: unless n reads a source of G itself, every path from a source s to n

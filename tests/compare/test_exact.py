@@ -123,7 +123,13 @@ def reads_behind_projections(draw):
             costs[r] = {"x0": draw(st.integers(0, 3)), "x1": draw(st.integers(0, 3))}
             readers.append(r)
         holds[t] = [(tuple(readers), {"l2": nbytes[t]})]
-    capacity = draw(st.integers(max(nbytes.values()), sum(nbytes.values())))
+    # the gate's output, kept for the sink (a layer's main stream, kept for the residual
+    # add after attention): resident beside the tiles when the first is freed
+    bridge = draw(st.integers(0, 3))
+    if bridge:
+        g.add_edge("gate", "sink")
+        holds["gate"] = [(("sink",), {"l2": bridge})]
+    capacity = draw(st.integers(max(nbytes.values()) + bridge, sum(nbytes.values()) + bridge))
     lanes = [Lane("dma0", "dma"), Lane("g0", "gemv"), Lane("g1", "gemv"),
              Lane("x0", "x"), Lane("x1", "x")]  # fmt: skip
     return SchedulingProblem(g, lanes, costs, resources=resources,
@@ -184,6 +190,48 @@ def test_capacity_chain_never_exceeds_the_optimum_behind_pool_work(problem):
     for name, bound in short.items():
         assert bound <= bounds[name], (name, bound, bounds[name])
 
+
+def bridged_tiles(tiles: int, capacity: int):
+    """KV-like tiles (2 bytes, 10 cycles of DMA each) read by one reader each after a long
+    projection (30 cycles), and a 1-byte hold on the gate that feeds it (a layer's main
+    stream; the gate has an input, so it is not a read itself) read below every reader (as
+    the residual add after attention)."""
+    import networkx as nx
+
+    from pccx_flow.schedule.model import Lane
+    from pccx_flow.schedule.problem import SchedulingProblem
+
+    g = nx.DiGraph([("start", "gate"), ("gate", "proj"), ("gate", "bridge_reader"),
+                    ("bridge_reader", "sink")])  # fmt: skip
+    costs = {"start": {"x0": 0}, "gate": {"x0": 0}, "proj": {"g0": 30}, "sink": {"x0": 1},
+             "bridge_reader": {"x0": 0}}  # fmt: skip
+    holds = {}
+    for i in range(tiles):
+        t, r = f"t{i}", f"r{i}"
+        g.add_edges_from([(t, r), ("proj", r), (r, "sink"), (r, "bridge_reader")])
+        costs[t], costs[r] = {"dma0": 10}, {"x0": 1}
+        holds[t] = [((r,), {"l2": 2})]
+    holds["gate"] = [(("bridge_reader",), {"l2": 1})]
+    lanes = [Lane("dma0", "dma"), Lane("g0", "gemv"), Lane("x0", "x")]
+    return SchedulingProblem(g, lanes, costs, resources={"proj": ("port",)},
+                             pools={"port": 1}, capacities={"l2": capacity},
+                             holds=holds)  # fmt: skip
+
+
+def test_capacity_chain_counts_a_hold_kept_beside_the_first_tiles():
+    """Four tiles of 2 bytes in 6 bytes, beside the gate's byte kept until every tile is
+    read: only two tiles fit before the projection lets the first be freed (at 31), so
+    two are read after it, 20 cycles on the one DMA lane, and the sink waits for them:
+    53, CP-SAT's optimum. Without the kept byte the bound took three tiles for early (43)."""
+    from pccx_flow.schedule import chains
+
+    kept = bridged_tiles(4, capacity=6)
+    res = solve_exact(kept, seconds=20)
+    assert (res["status"], res["makespan"]) == ("optimal", 53)
+    assert instance_bounds(kept, None)["capacity_chain:port"] == 53
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(chains, "_resident_beside", lambda *args: {})
+        assert instance_bounds(kept, None)["capacity_chain:port"] == 43
 
 def test_a_node_of_no_time_may_sit_inside_another_nodes_slot():
     """The validator lets a 0-cycle node start inside another node's slot on its lane;
