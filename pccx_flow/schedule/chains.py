@@ -11,7 +11,7 @@ and checked against CP-SAT's optimum on small problems (`tests/compare/test_exac
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from math import ceil, inf
 
@@ -209,7 +209,7 @@ def chain_bounds(
             gaps[n] = row
         finishes = [{} for _ in variants]  # one longest-path pass per variant, side by side
         best_end = [0] * len(variants)
-        view = PoolView(users, anc, cost, count)
+        view = PoolView(users, anc, cost, count, desc, work, to_user, from_user)
         late = [
             _ForcedStarts(problem, forced, (preds, succs), finish, view)
             if with_forced and forced
@@ -557,18 +557,38 @@ TAIL_USERS = 16
 # with tiles of both heads, at 8191 (32 then) the bound was 0.1 % lower than with all of
 # them, and its pass ~0.4 s shorter on v002-spec.
 EXACT_HOLDS = 16
+# At how many merges (nodes of several inputs) below a group, in pass order, its forced
+# start is applied again, with the users between its last read and the merge: the first
+# nodes below all of a layer's KV reads on E4B are the O projection's tiles of the second
+# head group, and the merge below them (the post-attention norm) has all four behind it.
+TAIL_MERGES = 8
 
 
 @dataclass(frozen=True)
 class PoolView:
-    """What the release-time gate of `_ForcedStarts` needs of one pool's pass: its users
-    in pass order, each node's users among its ancestors as a bit mask over them, every
-    node's least cost, and the pool's instances."""
+    """What `_ForcedStarts` needs of one pool's pass: its users in pass order, each node's
+    users among its ancestors and among its descendants as bit masks over them, every
+    node's least cost, the pool's instances, the users' work of a mask, and each node's
+    chains to its nearest users above and below (`_chains_around`)."""
 
     users: list
     anc: dict
     cost: dict
     count: int
+    desc: dict
+    work: Callable[[int], int]
+    to_user: dict
+    from_user: dict
+
+    def gap(self, m: Node, n: Node) -> int:
+        """The least time from m's finish to n's start that the users between them force
+        (`chain_bounds`' gap of a pair): their work on the pool's instances and the
+        chains from m down to the first of them and from the last up to n."""
+        between = self.desc[m] & self.anc[n]
+        if not between:
+            return 0
+        chains = _nearest(self.from_user[m], between) + _nearest(self.to_user[n], between)
+        return -(-self.work(between) // self.count) + chains
 
 
 class _ForcedStarts:
@@ -590,8 +610,13 @@ class _ForcedStarts:
     finishes no earlier than F + ceil(W_late / k); each is an ancestor of n, so n starts
     after it. More: unless n reads a source of G itself, every path from a source s to n
     runs through one of s's readers (a source's data successors read it), so n starts at
-    least ``min_s min_r cost(r)`` after the last source finished: the bound adds that
-    (``reader_floor``; a layer's scores or ·V GEMV on a decode step).
+    least ``min_s min_r cost(r)`` after the last source finished (``reader_floor``; a
+    layer's scores or ·V GEMV on a decode step). And the pool users between the last
+    source s* and n run after s* finished and before n starts, with the chains around
+    them: n starts at least ``gap(s*, n)`` after s* (`PoolView.gap`, the gap of
+    `chain_bounds`), so at least the least such gap over G's sources; the bound adds the
+    larger of the two. On a decode step that is the last tile's ·V and, at the merge below
+    the O projection's tiles of the head group read last, those tiles.
 
     t_f is the least, over G's holds, of a lower bound of when the hold is freed: the
     moment all of its readers R finished. That is at least the largest finish (from this
@@ -608,8 +633,12 @@ class _ForcedStarts:
     `RELEASE_USERS` users in pass order (any U gives a bound; these give the best on a
     decode step: a KV tile, one KV head's rows, is freed only once its head group's Q
     projections ran and its scores after them). The term is applied at a node once every
-    reader precedes it in the pass (so t_f is final) and all of G are its ancestors, and is
-    carried to descendants by the pass itself.
+    reader precedes it in the pass (so t_f is final) and all of G are its ancestors, is
+    carried to descendants by the pass itself, and is applied again at the first
+    `TAIL_MERGES` merges (nodes of several inputs) below G, where more users lie between.
+    On E4B the O projection's tail took `capacity_chain` up 0.7-0.8 % on `v002-spec` at
+    2047-8191 and made it the largest bound at 4095 and 8191 on `v002-as-built` (90.23 M
+    and 108.63 M cycles, from 89.67 M and 107.98 M).
     """
 
     def __init__(
@@ -642,6 +671,7 @@ class _ForcedStarts:
         # late nodes carry them all, so set operations on them must stay cheap.
         self.covered: dict[Node, int] = {}  # groups all of whose sources are ancestors
         self.applied: dict[Node, int] = {}  # groups whose start a node inherits
+        self.merges = [0] * len(groups)  # merges below a group that applied it again
 
     def freed_at_least(self, i: int) -> int:
         """t_f of group `i` (class docstring); all of its readers are final in the pass."""
@@ -759,6 +789,14 @@ class _ForcedStarts:
         self.partial[n], self.covered[n] = partial or _NO_PARTIAL, covered
         best, idx = 0, self.index[n]
         pending = covered & ~applied
+        if len(preds) > 1:  # a merge: the users of several branches may lie behind it
+            again = covered & applied
+            while again:
+                i = again.bit_length() - 1
+                again ^= 1 << i
+                if self.merges[i] < TAIL_MERGES:
+                    self.merges[i] += 1
+                    pending |= 1 << i
         while pending:
             i = pending.bit_length() - 1
             pending ^= 1 << i
@@ -766,8 +804,10 @@ class _ForcedStarts:
                 continue
             g = self.groups[i]
             t = self.freed_at_least(i) + -(-g.late_work // g.lanes)
+            tail = min(self.pool.gap(s, n) for s in g.sources)  # after the last source
             if not any(p in g.sources for p in preds):  # n reads no source itself
-                t += self.reader_floor[i]
+                tail = max(tail, self.reader_floor[i])
+            t += tail
             if t > best:
                 best = t
             applied |= 1 << i
