@@ -10,6 +10,7 @@ and checked against CP-SAT's optimum on small problems (`tests/compare/test_exac
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -513,10 +514,9 @@ def _resident_beside(problem: SchedulingProblem, groups: dict, preds, succs) -> 
     # and a reader of it below its sources: on a decode step only groups of layers from
     # the node's to its readers' (a node of no layer: any) are tried.
     nodes = problem.graph.nodes
-    by_layer: dict[object, list] = defaultdict(list)
-    for key in masks:
-        by_layer[key[1]].append(key)
-    unlayered = by_layer.pop(None, [])
+    unlayered = [k for k in masks if k[1] is None]
+    layered = sorted((k for k in masks if k[1] is not None), key=lambda k: k[1])
+    layers = [k[1] for k in layered]
     out: dict[tuple, int] = {}
     for hold in problem.holds:
         if hold.node in sbit:
@@ -527,11 +527,9 @@ def _resident_beside(problem: SchedulingProblem, groups: dict, preds, succs) -> 
         lo = nodes[hold.node].get("layer")
         ends = [nodes[r].get("layer") for r in hold.readers]
         hi = None if None in ends else max(ends)
-        keys = unlayered + [
-            k for layer, ks in by_layer.items()
-            if (lo is None or layer >= lo) and (hi is None or layer <= hi) for k in ks
-        ]  # fmt: skip
-        for key in keys:
+        first = 0 if lo is None else bisect_left(layers, lo)
+        last = len(layers) if hi is None else bisect_right(layers, hi)
+        for key in unlayered + layered[first:last]:
             smask, rmask = masks[key]
             if down & rmask != rmask:
                 continue
