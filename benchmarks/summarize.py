@@ -491,7 +491,8 @@ def gap_read_ahead_section(d: dict) -> str:
         "before every layer streamed its first KV tiles in during the previous layer's MLP, "
         "when a layer of more than two key tiles waited for its own attention input (tiles "
         "in today's read order); a study, not what `schedule` makes, see [What the model "
-        "says](findings.md); columns as above)\n\n" + _gap_table(d)
+        "says](findings.md); columns as above, the gaps to the bounds of the run that wrote "
+        "the file, from before the bounds were tightened on 2026-11-27)\n\n" + _gap_table(d)
     )
 
 
@@ -555,13 +556,13 @@ def cut_section(d: dict) -> str:
         "largest bound are model estimates on the named profile; *gap* is best policy minus "
         "largest bound, the policy's share is what CP-SAT shortened, the bound's what it "
         "proved above the bound; † the cut with its inputs behind one 0-cycle node, so that "
-        "they are not taken for KV reads, a bound of the cut too; ‡ a second solve searching "
-        "for a bound: objective shaving beside the full linear relaxation; the bounds were "
-        "recomputed with `--bounds-only` after `capacity_chain` changed; the 1023 rows' "
-        "schedules and CP-SAT's results are the first run's, from before scores ran three "
-        "KV tiles ahead of their ·V, the 8191 rows' are from a rerun after a layer's last V "
-        "tile was double buffered; every row is from the graph whose KV tiles held both "
-        "KV heads' rows, not rerun since they hold one head's)\n\n" + _table(head, rows)
+        "they are not taken for KV reads, a bound of the cut too; "
+        + ("‡ a second solve searching for a bound: objective shaving beside the full "
+           "linear relaxation; " if any(r.get("bound_search") for r in d["rows"]) else "")
+        + "the rows are "
+        "from the graph whose KV tiles hold one KV head's rows, their bounds recomputed "
+        "with `--bounds-only` after `pool_chain` and `capacity_chain` were tightened)\n\n"
+        + _table(head, rows)
     )
 
 
