@@ -174,7 +174,9 @@ def chain_bounds(
         # chain of least costs from its finish to n's start, shortest first; from_user[m]
         # likewise from m's finish down to its nearest users' starts (`_chains_around`
         # proves both, and why a pair m, n counts only users between them).
-        to_user, from_user = _chains_around(problem, bit, cost, preds, succs)
+        to_user, from_user = _chains_around(
+            problem, {n: i for i, n in enumerate(users)}, cost, preds, succs
+        )
         before = {
             n: -(-work(anc[n]) // count) + (_least(to_user[n]) if anc[n] else 0)
             for n in problem.order
@@ -243,10 +245,11 @@ def _chains_around(
     problem: SchedulingProblem, users: Mapping[Node, int], cost: Mapping[Node, int], preds, succs
 ) -> tuple[dict[Node, tuple], dict[Node, tuple]]:
     """Per node n, ``to_user[n]``: the users u above n with a path u -> ... -> n through no
-    other user (n's *nearest* users above), each as ``(D(u, n), bit of u)`` with D the
-    longest chain of least costs from u's finish to n's start, shortest first;
+    other user (n's *nearest* users above), each as ``(D(u, n), position of u)`` with D
+    the longest chain of least costs from u's finish to n's start, shortest first;
     ``from_user[n]`` likewise for the nearest users below n, D from n's finish to the
-    user's start. `users` maps each user to its bit.
+    user's start. `users` maps each user to its position (its bit in the masks of
+    `chain_bounds`; kept as a small int, a bit of a long step's mask is slow to hash).
 
     Claim (to_user; from_user is the mirror image): for a set S of users that are all
     ancestors of n, the last of S to finish, u*, is a nearest user of n if every user on a
@@ -280,10 +283,10 @@ def _nearest_chains(order, inputs, users, cost) -> dict[Node, tuple[tuple, int]]
     D(u, n) is 0 for an input u that is a user, else the largest D(u, p) + cost(p) over
     the inputs p that are not users and have u among their nearest users.
 
-    A node's chains are ``(row, shift)``: ``row`` holds ``(D - shift, bit)`` by D, so a
+    A node's chains are ``(row, shift)``: ``row`` holds ``(D - shift, position)`` by D, so a
     node of one input shares its input's row with a larger shift instead of copying it.
     Only the `NEAREST_KEPT` shortest chains of a node are kept, and a last entry for the
-    bits `ALL_USERS` stands for every user left out: each has a chain of at least that
+    position `ALL_USERS` stands for every user left out: each has a chain of at least that
     entry's (the shortest one dropped, or the least such entry of an input plus its cost),
     so `_nearest` never answers more than the true least chain. A user kept at one input
     and dropped at another is counted with the chain through the first alone: shorter, so
@@ -338,15 +341,15 @@ def _nearest_chains(order, inputs, users, cost) -> dict[Node, tuple[tuple, int]]
 # at 1023 keeping 16 gave the bounds of keeping all of them (up to 3,452 at the
 # embedding) in a fraction of the time.
 NEAREST_KEPT = 16
-ALL_USERS = -1  # the bit mask of every user (all bits set)
+ALL_USERS = -1  # the position that stands for every user
 _NO_USER: tuple = ((), 0)  # a node with no user on that side
 
 
 def _nearest(chains: tuple[tuple, int], between: int) -> int:
     """The least chain of `chains` (`_nearest_chains`) to a user in `between`."""
     row, shift = chains
-    for x, b in row:
-        if b & between:
+    for x, u in row:
+        if u < 0 or between >> u & 1:
             return x + shift
     return 0  # unreachable for a set between two nodes (`_chains_around`); 0 is safe
 

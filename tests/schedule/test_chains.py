@@ -86,16 +86,16 @@ def test_pool_chain_adds_the_chain_after_the_last_user_and_before_the_first():
     problem = chains_example(True)
     users = {n: 1 for n in ("u1", "u2", "n")}
     cost = {n: problem.min_cost(n) for n in problem.order}
-    users = {"u1": 1, "u2": 2, "n": 4}
+    users = {"u1": 0, "u2": 1, "n": 2}  # each user's position
     to_user, from_user = _chains_around(problem, users, cost, problem.preds, problem.succs)
 
-    def chains(at):  # (chain, user bit) pairs, shortest first
+    def chains(at):  # (chain, user's position) pairs, shortest first
         row, shift = at
         return [(x + shift, b) for x, b in row]
 
     # n's nearest users above: u1 and u2, each 7 away; h1's: u1 right above; u1 has none
-    assert [chains(to_user[n]) for n in ("n", "h1", "u1")] == [[(7, 1), (7, 2)], [(0, 1)], []]
-    assert [chains(from_user[n]) for n in ("u1", "h1", "n")] == [[(7, 4)], [(0, 4)], []]
+    assert [chains(to_user[n]) for n in ("n", "h1", "u1")] == [[(7, 0), (7, 1)], [(0, 0)], []]
+    assert [chains(from_user[n]) for n in ("u1", "h1", "n")] == [[(7, 2)], [(0, 2)], []]
     # one user reached by two chains: n waits for both, so the longer counts
     g = nx.DiGraph([("u", "a"), ("a", "b"), ("u", "c"), ("b", "n"), ("c", "n")])
     lanes = [Lane("g0", "gemv"), Lane("c0", "host")]
@@ -103,8 +103,8 @@ def test_pool_chain_adds_the_chain_after_the_last_user_and_before_the_first():
     p = SchedulingProblem(g, lanes, costs, resources={"u": ("port",), "n": ("port",)},
                           pools={"port": 1})  # fmt: skip
     cost = {n: p.min_cost(n) for n in p.order}
-    to_user, from_user = _chains_around(p, {"u": 1, "n": 2}, cost, p.preds, p.succs)
-    assert chains(to_user["n"]) == [(5, 1)] and chains(from_user["u"]) == [(5, 2)]  # u-a-b-n
+    to_user, from_user = _chains_around(p, {"u": 0, "n": 1}, cost, p.preds, p.succs)
+    assert chains(to_user["n"]) == [(5, 0)] and chains(from_user["u"]) == [(5, 1)]  # u-a-b-n
 
 
 def test_pool_chain_counts_only_the_chains_of_users_between_two_nodes():
