@@ -17,7 +17,9 @@ to one pass. `--chains-against REV` compares the bounds' chain pass (`chain_boun
 costly part of `step_bounds`) with the `pccx_flow/schedule/chains.py` of git revision REV,
 loaded beside this one: the two run alternately in one process on the same problem, must
 give the same bounds, and their ratio is taken pair by pair (only for a revision whose
-chains.py runs on today's package). Wall times are this machine's; no NPU time is measured.
+chains.py runs on today's package; since the capacity pass and the nearest-user chains
+moved to `capacity.py` and `nearest.py`, a revision's chains.py that imports them runs
+today's on both sides). Wall times are this machine's; no NPU time is measured.
 
     python benchmarks/bench_speed.py                       # position 8191, 5 runs
     python benchmarks/bench_speed.py --position 1023 --runs 7

@@ -184,7 +184,7 @@ def test_capacity_chain_never_exceeds_the_optimum_behind_pool_work(problem):
     release gate stays at or below the CP-SAT optimum within the capacity, and bounding
     all but the lowest hold by the group's shortest chains (`EXACT_HOLDS` 1) gives no
     more than each hold's own longest ones."""
-    from pccx_flow.schedule import chains
+    from pccx_flow.schedule import capacity
 
     res = solve_exact(problem, seconds=20)
     assert res["status"] == "optimal"  # every tile fits alone, readers need no other tile
@@ -195,7 +195,7 @@ def test_capacity_chain_never_exceeds_the_optimum_behind_pool_work(problem):
     for name, bound in bounds.items():
         assert bound <= opt, (name, bound, opt)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(chains, "EXACT_HOLDS", 1)
+        mp.setattr(capacity, "EXACT_HOLDS", 1)
         short = instance_bounds(problem, None)
     for name, bound in short.items():
         assert bound <= bounds[name], (name, bound, bounds[name])
@@ -233,14 +233,14 @@ def test_capacity_chain_counts_a_hold_kept_beside_the_first_tiles():
     read: only two tiles fit before the projection lets the first be freed (at 31), so
     two are read after it, 20 cycles on the one DMA lane, and the sink waits for them:
     53, CP-SAT's optimum. Without the kept byte the bound took three tiles for early (43)."""
-    from pccx_flow.schedule import chains
+    from pccx_flow.schedule import capacity
 
     kept = bridged_tiles(4, capacity=6)
     res = solve_exact(kept, seconds=20)
     assert (res["status"], res["makespan"]) == ("optimal", 53)
     assert instance_bounds(kept, None)["capacity_chain:port"] == 53
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(chains, "_resident_beside", lambda *args: {})
+        mp.setattr(capacity, "resident_beside", lambda *args: {})
         assert instance_bounds(kept, None)["capacity_chain:port"] == 43
 
 def test_a_node_of_no_time_may_sit_inside_another_nodes_slot():
@@ -327,18 +327,15 @@ def test_pool_chain_never_exceeds_the_optimum_of_phases_joined_by_chains(problem
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problem=phases_with_chains())
 def test_pool_chain_keeping_one_nearest_user_only_loosens_it(problem):
-    """`_nearest_chains` keeps a node's `NEAREST_KEPT` shortest chains and a floor for the
+    """`nearest._nearest_rows` keeps a node's `NEAREST_KEPT` shortest chains and a floor for the
     rest; kept to one, the bounds may fall but never rise above the full ones (small
     problems keep every chain by default), so the truncation of E4B's long rows is safe."""
-    from pccx_flow.schedule import chains
+    from pccx_flow.schedule import chains, nearest
 
     full = chains.pool_chain_bounds(problem)
-    keep = chains.NEAREST_KEPT
-    try:
-        chains.NEAREST_KEPT = 1
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(nearest, "NEAREST_KEPT", 1)
         short = chains.pool_chain_bounds(problem)
-    finally:
-        chains.NEAREST_KEPT = keep
     assert short.keys() == full.keys()
     for name, bound in short.items():
         assert bound <= full[name], (name, bound, full[name])

@@ -73,7 +73,7 @@ def test_pool_chain_adds_the_chain_after_the_last_user_and_before_the_first():
     """Into n: whichever of u1, u2 streams last (finishing at 20 or later), its host chain
     (7) still runs before n: 20 + 7 + 10 = 37, a schedule's length; the work term alone
     gave 20 + 10. Out of n the mirror image: n, a chain, then 20 of work: 37."""
-    from pccx_flow.schedule.chains import _chains_around
+    from pccx_flow.schedule.nearest import chains_around
 
     for into in (True, False):
         problem = chains_example(into)
@@ -87,7 +87,7 @@ def test_pool_chain_adds_the_chain_after_the_last_user_and_before_the_first():
     users = {n: 1 for n in ("u1", "u2", "n")}
     cost = {n: problem.min_cost(n) for n in problem.order}
     users = {"u1": 0, "u2": 1, "n": 2}  # each user's position
-    to_user, from_user = _chains_around(problem, users, cost, problem.preds, problem.succs)
+    to_user, from_user = chains_around(problem, users, cost, problem.preds, problem.succs)
 
     def chains(at):  # (chain, user's position) pairs, shortest first
         row, shift = at
@@ -103,7 +103,7 @@ def test_pool_chain_adds_the_chain_after_the_last_user_and_before_the_first():
     p = SchedulingProblem(g, lanes, costs, resources={"u": ("port",), "n": ("port",)},
                           pools={"port": 1})  # fmt: skip
     cost = {n: p.min_cost(n) for n in p.order}
-    to_user, from_user = _chains_around(p, {"u": 0, "n": 1}, cost, p.preds, p.succs)
+    to_user, from_user = chains_around(p, {"u": 0, "n": 1}, cost, p.preds, p.succs)
     assert chains(to_user["n"]) == [(5, 0)] and chains(from_user["u"]) == [(5, 1)]  # u-a-b-n
 
 
@@ -265,7 +265,7 @@ def test_a_read_is_freed_only_after_every_head_it_feeds_was_projected():
 def test_the_early_reads_are_a_0_1_knapsack_of_whole_tiles():
     """Three 512 KiB tiles fit in 1.75 MiB, not three and a half; with many kinds of item
     the fractional relaxation (at least the 0/1 optimum) is used instead."""
-    from pccx_flow.schedule.chains import KNAPSACK_COMBINATIONS, most_work_within
+    from pccx_flow.schedule.capacity import KNAPSACK_COMBINATIONS, most_work_within
 
     tile = 512 * 1024
     assert most_work_within([(tile, 100)] * 32, 3 * tile + tile // 2) == 300
