@@ -334,6 +334,7 @@ class ForcedStarts:
         self.covered: dict[Node, int] = {}  # groups all of whose sources are ancestors
         self.applied: dict[Node, int] = {}  # groups whose start a node inherits
         self.merges = [0] * len(groups)  # merges below a group that applied it again
+        self.merging = (1 << len(groups)) - 1  # groups with merges left (`TAIL_MERGES`)
 
     def freed_at_least(self, i: int) -> int:
         """t_f of group `i` (class docstring); all of its readers are final in the pass."""
@@ -452,13 +453,15 @@ class ForcedStarts:
         best, idx = 0, self.index[n]
         pending = covered & ~applied
         if len(preds) > 1:  # a merge: the users of several branches may lie behind it
-            again = covered & applied
+            again = covered & applied & self.merging
             while again:
                 i = again.bit_length() - 1
                 again ^= 1 << i
-                if self.merges[i] < TAIL_MERGES:
-                    self.merges[i] += 1
+                if idx > self.last_reader[i]:
                     pending |= 1 << i
+                    self.merges[i] += 1
+                    if self.merges[i] == TAIL_MERGES:
+                        self.merging &= ~(1 << i)
         while pending:
             i = pending.bit_length() - 1
             pending ^= 1 << i
