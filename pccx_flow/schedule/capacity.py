@@ -26,8 +26,9 @@ class CapacityGroup:
     """Nodes with no inputs whose outputs must wait in a capacity for their readers.
 
     ``late_work`` is the least lane time (over ``lanes`` lanes) the group's nodes must spend
-    once the first of their bytes can be freed: what does not fit in ``capacity`` bytes
-    cannot have been read ahead (`ForcedStarts`). ``holds`` are the reader sets of the
+    once the first of their bytes can be freed: what does not fit in the capacity less the
+    bytes `resident_beside` proves held beside them cannot have been read ahead
+    (`ForcedStarts`). ``holds`` are the reader sets of the
     group's holds in that capacity: a hold's bytes are freed only when all of its readers
     finished.
     """
@@ -129,8 +130,8 @@ def resident_beside(problem: SchedulingProblem, groups: dict, preds, succs) -> d
     schedule keeps in the group's capacity at the moment its first hold is freed.
 
     Claim: let G's sources hold more bytes than the capacity, F be the earliest time a hold
-    of G is freed, and pick for every hold of G one reader of cost >= 1. A hold h (not a
-    source's) in the same capacity whose node a is an ancestor of every picked reader, and
+    of G is freed, and pick for every hold of G one reader of cost >= 1. A hold h (not one
+    of G's own) in the same capacity whose node a is an ancestor of every picked reader, and
     which has a reader below every source of G, is resident at F - 1, beside the sources of
     G that started before F (`ForcedStarts`), so those hold at most the capacity less h's
     bytes. Proof: the hold freed at F was freed when its last reader finished, its picked
@@ -219,8 +220,9 @@ TAIL_USERS = 16
 # with tiles of both heads, at 8191 (32 then) the bound was 0.1 % lower than with all of
 # them, and its pass ~0.4 s shorter on v002-spec.
 EXACT_HOLDS = 16
-# At how many merges (nodes of several inputs) below a group, in pass order, its forced
-# start is applied again, with the users between its last read and the merge: the first
+# At how many merges (nodes of several inputs) that inherit a group's forced start, after
+# the group's last reader in pass order (over all branches), the start is applied again,
+# with the users between its last read and the merge: the first
 # nodes below all of a layer's KV reads on E4B are the O projection's tiles of the second
 # head group, and the merge below them (the post-attention norm) has all four behind it.
 TAIL_MERGES = 8
@@ -297,7 +299,8 @@ class ForcedStarts:
     projections ran and its scores after them). The term is applied at a node once every
     reader precedes it in the pass (so t_f is final) and all of G are its ancestors, is
     carried to descendants by the pass itself, and is applied again at the first
-    `TAIL_MERGES` merges (nodes of several inputs) below G, where more users lie between.
+    `TAIL_MERGES` merges (nodes of several inputs) that inherit it after G's last reader in
+    pass order, where more users may lie between.
     On E4B the O projection's tail took `capacity_chain` up 0.7-0.8 % on `v002-spec` at
     2047-8191 and made it the largest bound at 4095 and 8191 on `v002-as-built` (90.23 M
     and 108.63 M cycles, from 89.67 M and 107.98 M).

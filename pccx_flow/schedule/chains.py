@@ -87,9 +87,11 @@ def chain_bounds(
     nodes must all run inside the gap between them: if m is an ancestor of n, every user u
     with m -> ... -> u -> ... -> n runs within [finish(m), start(n)], and at most k users run
     at once, so ``start(n) >= finish(m) + ceil(W(m, n) / k)`` with W the users' cheapest
-    costs; more, the first of them starts no earlier than the shortest chain from m down to
-    a user, and n no earlier than the shortest chain from a user down to n after the last
-    (`chains_around`), so both are added when there is a user in between. From time 0
+    costs; more, the first of them starts no earlier than the least, over m's nearest users
+    below it among them, of the longest chain from m down to that user, and n no earlier
+    than the least, over n's nearest users above it among them, of the longest chain from
+    that user down to n after the last (`chains_around`), so both are added when there is
+    a user in between. From time 0
     likewise ``start(n) >= ceil(W(ancestors of n) / k)`` plus that chain down to n, and after
     n ``makespan >= finish(n) + ceil(W(descendants of n) / k)`` plus the chain from n down to
     a user. A longest-path pass with these

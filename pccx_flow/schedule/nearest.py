@@ -26,11 +26,14 @@ def chains_around(
     `chain_bounds`; kept as a small int, a bit of a long step's mask is slow to hash).
 
     Claim (to_user; from_user is the mirror image): for a set S of users that are all
-    ancestors of n, the last of S to finish, u*, is a nearest user of n if every user on a
-    path from u* to n is in S, and n starts at least D(u*, n) after u*'s finish. Proof: a
-    user w strictly inside a path u* -> ... -> n would be in S and finish after u*, so there
-    is none: u* is nearest, and every path from it to n, the longest of D(u*, n) included,
-    runs between u*'s finish and n's start. `chain_bounds` takes S as the users between m
+    ancestors of n, such that every user on a path from a user of S to n is in S, take u*
+    among the users of S that finish last one with no user of S below it (a user below
+    another finishes no earlier, so one exists); then u* is a nearest user of n and n
+    starts at least D(u*, n) after u*'s finish. Proof: a user w strictly inside a path
+    u* -> ... -> n would be in S and below u*, so there is none: u* is nearest, and every
+    path from it to n, the longest of D(u*, n) included, runs between u*'s finish and n's
+    start. (The first of S to start, for from_user, likewise: one with no user of S above
+    it.) `chain_bounds` takes S as the users between m
     and n (descendants of m, ancestors of n: a user inside a path from one of them to n is
     one too), so ``start(n) >= last finish of S + min over nearest users of n in S of D``
     (`nearest_chain`); with S all users above n, the least D over every nearest user.
@@ -54,8 +57,8 @@ def chains_around(
 def _nearest_rows(order, inputs, users, cost) -> dict[Node, tuple[tuple, int]]:
     """The recurrence of `chains_around` along `order`, `inputs` giving the neighbours
     already visited (preds in pass order for `to_user`, succs in reverse for `from_user`):
-    D(u, n) is 0 for an input u that is a user, else the largest D(u, p) + cost(p) over
-    the inputs p that are not users and have u among their nearest users.
+    D(u, n) is the largest of 0 (when u is an input of n) and D(u, p) + cost(p) over the
+    inputs p that are not users and have u among their nearest users.
 
     A node's chains are ``(row, shift)``: ``row`` holds ``(D - shift, position)`` by D, so a
     node of one input shares its input's row with a larger shift instead of copying it.

@@ -243,6 +243,7 @@ def test_capacity_chain_counts_a_hold_kept_beside_the_first_tiles():
         mp.setattr(capacity, "resident_beside", lambda *args: {})
         assert instance_bounds(kept, None)["capacity_chain:port"] == 43
 
+
 def test_a_node_of_no_time_may_sit_inside_another_nodes_slot():
     """The validator lets a 0-cycle node start inside another node's slot on its lane;
     CP-SAT's NoOverlap did not, and called 6 optimal where heft's valid schedule took 5
@@ -269,7 +270,7 @@ def test_a_node_of_no_time_may_sit_inside_another_nodes_slot():
 def phases_with_chains(draw):
     """Phases of pool users (a block's weight streams) joined by host chains of random
     length, with random skip edges: the shape on which pool_chain adds the chain after a
-    phase's last user and before the next phase's first (`_chains_around`)."""
+    phase's last user and before the next phase's first (`nearest.chains_around`)."""
     import networkx as nx
 
     from pccx_flow.schedule.model import Lane

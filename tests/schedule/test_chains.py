@@ -84,7 +84,6 @@ def test_pool_chain_adds_the_chain_after_the_last_user_and_before_the_first():
         best = min(run_policy(problem, policy=p).makespan for p in BUILTIN_POLICIES)
         assert best == 37
     problem = chains_example(True)
-    users = {n: 1 for n in ("u1", "u2", "n")}
     cost = {n: problem.min_cost(n) for n in problem.order}
     users = {"u1": 0, "u2": 1, "n": 2}  # each user's position
     to_user, from_user = chains_around(problem, users, cost, problem.preds, problem.succs)
