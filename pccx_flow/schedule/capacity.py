@@ -302,8 +302,9 @@ class ForcedStarts:
     `TAIL_MERGES` merges (nodes of several inputs) that inherit it after G's last reader in
     pass order, where more users may lie between.
     On E4B the O projection's tail took `capacity_chain` up 0.7-0.8 % on `v002-spec` at
-    2047-8191 and made it the largest bound at 4095 and 8191 on `v002-as-built` (90.23 M
-    and 108.63 M cycles, from 89.67 M and 107.98 M).
+    2047-8191; on `v002-as-built` the largest bound went from 89.67 M cycles
+    (`capacity_chain:gemv_lanes`) to 90.23 M (`capacity_chain:weight_port`) at 4095 and
+    from 107.98 M to 108.63 M at 8191.
     """
 
     def __init__(
