@@ -249,8 +249,10 @@ class PoolView:
         (`chain_bounds`' gap of a pair): their work on the pool's instances and the
         chains from m down to the first of them and from the last up to n."""
         between = self.desc[m] & self.anc[n]
-        if not between:
-            return 0
+        return self.gap_between(m, n, between) if between else 0
+
+    def gap_between(self, m: Node, n: Node, between: int) -> int:
+        """`gap` given the users between m and n (a non-empty mask)."""
         chains = nearest_chain(self.from_user[m], between) + nearest_chain(self.to_user[n], between)
         return -(-self.work(between) // self.count) + chains
 

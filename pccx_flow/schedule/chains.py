@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from pccx_flow.schedule.capacity import ForcedStarts, PoolView, capacity_groups
-from pccx_flow.schedule.nearest import chains_around, least_chain, nearest_chain
+from pccx_flow.schedule.nearest import chains_around, least_chain
 from pccx_flow.schedule.precedence import Node, bit_mask, hardware_precedence
 from pccx_flow.schedule.problem import SchedulingProblem
 
@@ -196,6 +196,7 @@ def chain_bounds(
         # (the chains too: n's nearest user above is p itself, 0 away, when p is a user,
         # else p's nearest users are n's, each cost(p) further):
         # only (p, 0) is kept (p's descendants and ancestors share no user).
+        view = PoolView(users, anc, cost, count, desc, work, to_user, from_user)
         gaps: dict[Node, list[tuple[Node, int]]] = {}
         for n in problem.order:
             direct, a = preds[n], anc[n]
@@ -206,15 +207,12 @@ def chain_bounds(
             for m in reach.get(n, ()):
                 between = desc[m] & a
                 if between:  # the users' work, after m's head and before n's tail
-                    chains = nearest_chain(from_user[m], between)
-                    chains += nearest_chain(to_user[n], between)
-                    row.append((m, -(-work(between) // count) + chains))
+                    row.append((m, view.gap_between(m, n, between)))
                 elif m in direct:
                     row.append((m, 0))
             gaps[n] = row
         finishes = [{} for _ in variants]  # one longest-path pass per variant, side by side
         best_end = [0] * len(variants)
-        view = PoolView(users, anc, cost, count, desc, work, to_user, from_user)
         late = [
             ForcedStarts(problem, forced, (preds, succs), finish, view)
             if with_forced and forced

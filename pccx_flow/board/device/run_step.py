@@ -31,7 +31,7 @@ from pccx_flow.board.device.transfers import (
     staging_bytes,
 )
 from pccx_flow.board.device.uio import Npu
-from pccx_flow.board.program.ddr import join_kv_heads
+from pccx_flow.board.program.ddr import join_kv_layers
 from pccx_flow.graph.blocks_final import LOGITS
 
 
@@ -107,12 +107,7 @@ def step_result(program, buffers: dict[str, Buffer], host: HostSide | None,
             raw = image.view(s["ddr_offset"], s["ddr_bytes"])
             parts = rows.setdefault(kv["layer"], {}).setdefault(kv["kind"], {})
             parts[kv["head"]] = kv_values(program.ddr, raw)
-    joined = {
-        layer: join_kv_heads(r, program.ddr["kv"][f"{layer}.k"]["heads"])
-        for layer, r in sorted(rows.items())
-    }
-    kv_rows = {layer: kv for layer, kv in joined.items() if kv is not None}
-    return StepResult(logits, kv_rows, report)
+    return StepResult(logits, join_kv_layers(rows, program.ddr), report)
 
 
 def run_step(

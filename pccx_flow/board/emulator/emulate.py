@@ -58,7 +58,7 @@ from pccx_flow.board.isa import (
 )
 from pccx_flow.board.isa.target import BF16, get_target
 from pccx_flow.board.isa.wire import entry_fields
-from pccx_flow.board.program.ddr import join_kv_heads
+from pccx_flow.board.program.ddr import join_kv_layers
 from pccx_flow.board.program.files import Program
 from pccx_flow.errors import PccxFlowError
 from pccx_flow.graph.blocks_final import LOGITS
@@ -159,11 +159,7 @@ class Emulator(L2Access, CvoUnit, GemvUnit):
                 raise EmulationError("the program never produced the logits in host memory")
         else:
             logits = np.asarray(logits).astype(self.F, copy=False)
-        joined = {
-            layer: join_kv_heads(kv, self.p.ddr["kv"][f"{layer}.k"]["heads"])
-            for layer, kv in sorted(self.kv_rows.items())
-        }
-        return logits, {layer: kv for layer, kv in joined.items() if kv is not None}
+        return logits, join_kv_layers(self.kv_rows, self.p.ddr)
 
     def word(self, i: int, word: int) -> None:
         try:

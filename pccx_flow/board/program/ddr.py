@@ -98,6 +98,17 @@ def join_kv_heads(rows: dict[str, dict[int, object]], heads: int) -> tuple | Non
     )
 
 
+def join_kv_layers(parts: dict[int, dict[str, dict[int, object]]], layout: dict) -> dict:
+    """``{cache_layer: (k_row, v_row)}`` of the layers whose every head part of K and V a
+    step wrote (`join_kv_heads`), from ``{layer: {"k": {head: part}, "v": ...}}``; the
+    head count is the DDR layout's."""
+    joined = {
+        layer: join_kv_heads(kv, layout["kv"][f"{layer}.k"]["heads"])
+        for layer, kv in sorted(parts.items())
+    }
+    return {layer: kv for layer, kv in joined.items() if kv is not None}
+
+
 def check_ddr_capacity(config: Gemma3nConfig, profile, kv_dtype: str = "float16") -> dict:
     """The DDR image of `config`, or one line (`ProfileError`) when it exceeds the profile's
     ``memory.ddr_bytes``: a step whose weights and KV cache do not fit the board's DDR can be

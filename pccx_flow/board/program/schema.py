@@ -278,9 +278,6 @@ def _names_linked(side: dict, key: str, stream: dict) -> None:
             raise _Bad(f"streams.{key} streams a KV region that is not in ddr.kv")
         if not 0 <= stream["kv"]["head"] < region["heads"]:
             raise _Bad(f"streams.{key} streams KV head {stream['kv']['head']}, not in its region")
-        if region["rows"] * region["row_bytes"] != region["head_bytes"]:
-            raise _Bad(f"ddr.kv {stream['kv']['layer']}.{stream['kv']['kind']}: rows x row_bytes "
-                       "is not head_bytes")  # fmt: skip
     operands = side["operands"].get(key)
     if operands is None:
         return
@@ -323,6 +320,9 @@ def check_sidecar(side: dict, path: Path | str) -> None:
         _str(side["ddr"]["kv_dtype"], "ddr.kv_dtype", tuple(KV_DTYPE_BYTES))
         for key, t in side["ddr"]["tensors"].items():
             _str(t["storage"], f"ddr.tensors.{key}.storage", ("int4", "float32"))
+        for key, r in side["ddr"]["kv"].items():  # a head's rows, one contiguous run
+            if r["rows"] * r["row_bytes"] != r["head_bytes"]:
+                raise _Bad(f"ddr.kv.{key}: rows x row_bytes is not head_bytes")
         for key, check in (("operands", _operands), ("streams", _stream)):
             _indexed(_dict(side.get(key), key), key, n)
             for k, v in side[key].items():
