@@ -38,9 +38,8 @@ placing ~15k nodes takes well under a second.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections.abc import Callable, Hashable
-from operator import neg
 
 from pccx_flow.errors import ScheduleError
 from pccx_flow.schedule.model import Schedule, Slot
@@ -110,32 +109,36 @@ class BusyIntervals:
         return sum(f - s for s, f in zip(self.starts, self.finishes, strict=True))
 
 
-# Breakpoints per block of a `CapacityLedger` (a block splits at twice this): at 8191 a
-# step function of ~60 k breakpoints; 32 was the fastest of 16-256 for heft there.
+# Breakpoints per block of a `CapacityLedger` (a block splits at twice this).
 LEDGER_BLOCK = 32
 
 
 class CapacityLedger:
-    """Bytes of one capacity over time: closed allocations as a step function, open by start.
+    """Bytes of one capacity over time, as one step function that only ever gains suffixes.
 
-    The step function of closed allocations (``times``/``values``: ``values[i]`` bytes on
-    [times[i], times[i+1]), the last value is 0) is kept in blocks of about `block`
-    breakpoints. Closed allocations are only ever added, so values only grow: `peak` answers
-    most questions without a scan, and a block adds an allocation that covers it whole to
-    one number (its lazy add) instead of to each breakpoint. A long-lived tensor closed
-    late (the PLE inputs, read at the end of the step) spans most of the step function,
-    and walking every breakpoint under it made the adds ~30 % of heft's time at position
-    8191. Suffix maxima per block and within each block let `free_from` find the last
-    interval above a limit by two bisections instead of scanning the step function
-    backwards (which made a schedule on a small capacity quadratic).
+    An allocation whose end is not known yet (*open*) holds its bytes from its start for
+    ever: +n on [start, inf). When its end becomes known it is *closed* there: -n on
+    [end, inf). An allocation known whole at once is both. So every change adds a constant
+    to a suffix of the step function, which is what the capacity holds at each moment, open
+    allocations included; after its last breakpoint it holds the open bytes.
 
-    An open allocation (end not known yet) occupies the capacity from its start for ever:
-    ``open_starts`` (sorted) and ``open_sizes`` hold each start and the open bytes from it,
-    ``open_bytes`` is their sum.
+    The breakpoints (``times``; ``values[i]`` bytes on [times[i], times[i+1])) are kept in
+    blocks of about `block`. A block stores its values less its *lazy* add, the sum of
+    ``_shift`` over it and every block before it, so a suffix add rewrites the block it
+    begins in and one shift, never the blocks after it.
+
+    `free_from` is asked from the moment a node's inputs are ready: only the blocks from
+    there on are searched, from the last one back, and the search ends at the first block
+    whose largest value is over the limit (it holds the last interval over it). A node's
+    inputs are mostly ready near the end of what is placed, and in a filling step the last
+    block is over the limit. The ledger before this one kept closed and open allocations
+    apart, with suffix maxima per block that every release had to lower back towards
+    the step's start: heft at position 8191 takes 0.73-0.80x its time with this one on
+    both profiles (the same schedules; the two alternated in one process).
     """
 
-    __slots__ = ("size", "block", "_bt", "_times", "_raw", "_lazy", "_isuf", "_bsuf", "peak",
-                 "open_bytes", "open_starts", "open_sizes")  # fmt: skip
+    __slots__ = ("size", "block", "_bt", "_times", "_raw", "_max", "_shift", "_last_lazy",
+                 "open_bytes")  # fmt: skip
 
     def __init__(self, size: int, block: int = LEDGER_BLOCK) -> None:
         self.size = size
@@ -143,13 +146,10 @@ class CapacityLedger:
         self._bt: list[int] = []  # first time of each block
         self._times: list[list[int]] = []  # per block: breakpoint times
         self._raw: list[list[int]] = []  # per block: values less the block's lazy add
-        self._lazy: list[int] = []  # per block: bytes added to every value of the block
-        self._isuf: list[list[int]] = []  # per block: suffix maxima of raw
-        self._bsuf: list[int] = []  # per block: largest value from that block on
-        self.peak = 0
+        self._max: list[int] = []  # per block: the largest raw value
+        self._shift: list[int] = []  # per block: added to it and every later block
+        self._last_lazy = 0  # the last block's lazy add: the sum of every shift
         self.open_bytes = 0
-        self.open_starts: list[int] = []
-        self.open_sizes: list[int] = []
 
     # --- the step function as flat lists (for tests and inspection) ----------------------
 
@@ -159,190 +159,130 @@ class CapacityLedger:
 
     @property
     def values(self) -> list[int]:
-        return [v + lazy for raw, lazy in zip(self._raw, self._lazy, strict=True) for v in raw]
+        out, lazy = [], 0
+        for raw, shift in zip(self._raw, self._shift, strict=True):
+            lazy += shift
+            out.extend(v + lazy for v in raw)
+        return out
 
-    # --- open allocations -------------------------------------------------------------------
+    # --- allocations --------------------------------------------------------------------
 
     def open(self, start: int, nbytes: int) -> None:
         """Hold `nbytes` from `start` until `close` says when they end."""
-        if nbytes <= 0:
-            return
-        starts = self.open_starts
-        i = bisect_left(starts, start)
-        if i < len(starts) and starts[i] == start:
-            self.open_sizes[i] += nbytes
-        else:
-            starts.insert(i, start)
-            self.open_sizes.insert(i, nbytes)
-        self.open_bytes += nbytes
+        if nbytes > 0:
+            self.open_bytes += nbytes
+            self._add_from(start, nbytes)
 
     def close(self, start: int, end: int, nbytes: int) -> None:
-        """The open `nbytes` held from `start` end at `end`: they become a closed allocation."""
-        if nbytes <= 0:
-            return
-        i = bisect_left(self.open_starts, start)
-        left = self.open_sizes[i] - nbytes
-        if left:
-            self.open_sizes[i] = left
-        else:
-            del self.open_starts[i], self.open_sizes[i]
-        self.open_bytes -= nbytes
-        self.add_closed(start, end, nbytes)
-
-    # --- closed allocations ----------------------------------------------------------------
-
-    def _block_max(self, b: int) -> int:
-        return self._isuf[b][0] + self._lazy[b]
-
-    def _resuffix(self, b: int, i: int = 0, j: int | None = None) -> None:
-        """Suffix maxima of block b after raw[i:j] grew (all of it by default)."""
-        raw = self._raw[b]
-        isuf = self._isuf[b]
-        if j is None:
-            j = len(raw)
-        top = isuf[j] if j < len(raw) else raw[j - 1]
-        for k in range(j - 1, i - 1, -1):
-            if raw[k] > top:
-                top = raw[k]
-            isuf[k] = top
-        for k in range(i - 1, -1, -1):  # earlier entries, until one is already as high
-            if isuf[k] >= top:
-                break
-            isuf[k] = top
-
-    def _insert(self, t: int) -> None:
-        """Add a breakpoint at t carrying the value just before it (no-op if present)."""
-        bt = self._bt
-        if not bt:
-            self._bt.append(t)
-            self._times.append([t])
-            self._raw.append([0])
-            self._lazy.append(0)
-            self._isuf.append([0])
-            self._bsuf.append(0)
-            return
-        b = bisect_right(bt, t) - 1
-        if b < 0:  # before every breakpoint: the value there is 0
-            lazy = self._lazy[0]
-            self._times[0].insert(0, t)
-            self._raw[0].insert(0, -lazy)
-            isuf = self._isuf[0]
-            isuf.insert(0, max(-lazy, isuf[0]))
-            bt[0] = t
-            b = 0
-        else:
-            times = self._times[b]
-            i = bisect_right(times, t)
-            if times[i - 1] == t:
-                return
-            raw = self._raw[b]
-            carried = raw[i - 1]  # same block, same lazy: raw carries over
-            times.insert(i, t)
-            raw.insert(i, carried)
-            isuf = self._isuf[b]
-            isuf.insert(i, max(carried, isuf[i]) if i < len(isuf) else carried)
-        if len(self._times[b]) > 2 * self.block:
-            self._split(b)
-
-    def _split(self, b: int) -> None:
-        """Cut block b in two halves (same lazy add) once it holds twice `block` points."""
-        times, raw = self._times[b], self._raw[b]
-        half = len(times) // 2
-        self._times[b : b + 1] = [times[:half], times[half:]]
-        self._raw[b : b + 1] = [raw[:half], raw[half:]]
-        self._isuf[b : b + 1] = [[0] * half, [0] * (len(times) - half)]
-        self._lazy.insert(b + 1, self._lazy[b])
-        self._bt.insert(b + 1, times[half])
-        self._resuffix(b)
-        self._resuffix(b + 1)
-        bsuf = self._bsuf
-        after = bsuf[b + 1] if b + 1 < len(bsuf) else 0  # the old block b+1's
-        right = max(self._block_max(b + 1), after)
-        bsuf.insert(b + 1, right)  # bsuf[b] (the max from b on) is unchanged
-
-    def _locate(self, t: int) -> tuple[int, int]:
-        """(block, index in it) of the breakpoint at t, which must exist."""
-        b = bisect_right(self._bt, t) - 1
-        return b, bisect_left(self._times[b], t)
+        """The open `nbytes` held from `start` end at `end` (or at `start`, if earlier)."""
+        if nbytes > 0:
+            self.open_bytes -= nbytes
+            self._add_from(end if end > start else start, -nbytes)
 
     def add_closed(self, start: int, end: int, nbytes: int) -> None:
-        """`nbytes` held on [start, end): breakpoints added one by one at the range's two
-        ends, blocks it covers whole by their lazy add, then the suffix maxima."""
-        if end <= start or nbytes <= 0:
-            return
-        self._insert(start)
-        self._insert(end)
-        bs, i = self._locate(start)
-        be, j = self._locate(end)
-        raws, lazies = self._raw, self._lazy
-        if bs == be:
-            raw = raws[bs]
-            for k in range(i, j):
-                raw[k] += nbytes
-            self._resuffix(bs, i, j)
+        """`nbytes` held on [start, end)."""
+        if end > start and nbytes > 0:
+            self._add_from(start, nbytes)
+            self._add_from(end, -nbytes)
+
+    # --- the blocks -----------------------------------------------------------------------
+
+    def _point(self, t: int) -> tuple[int, int]:
+        """(block, index in it) of the breakpoint at t, added if missing with the value the
+        step function has just before t."""
+        bt = self._bt
+        b = bisect_right(bt, t) - 1
+        if b < 0:
+            if not bt:
+                bt.append(t)
+                self._times.append([t])
+                self._raw.append([0])
+                self._max.append(0)
+                self._shift.append(0)
+                return 0, 0
+            raw0 = -self._shift[0]  # nothing is held before the first breakpoint
+            self._times[0].insert(0, t)
+            self._raw[0].insert(0, raw0)
+            if raw0 > self._max[0]:
+                self._max[0] = raw0
+            bt[0] = t
+            b = i = 0
         else:
-            raw = raws[bs]
-            for k in range(i, len(raw)):
-                raw[k] += nbytes
-            self._resuffix(bs, i)
-            for b in range(bs + 1, be):
-                lazies[b] += nbytes
-            if j:
-                raw = raws[be]
-                for k in range(j):
-                    raw[k] += nbytes
-                self._resuffix(be, 0, j)
-        bsuf = self._bsuf
-        after = bsuf[be + 1] if be + 1 < len(bsuf) else 0
-        for b in range(be, bs - 1, -1):
-            m = self._block_max(b)
-            if m > after:
-                after = m
-            bsuf[b] = after
-        for b in range(bs - 1, -1, -1):  # earlier blocks, until one is already as high
-            if bsuf[b] >= after:
-                break
-            bsuf[b] = after
-        if bsuf[0] > self.peak:
-            self.peak = bsuf[0]
+            times = self._times[b]
+            i = bisect_right(times, t) - 1
+            if times[i] == t:
+                return b, i
+            i += 1
+            raw = self._raw[b]
+            times.insert(i, t)
+            raw.insert(i, raw[i - 1])  # same block, same lazy add: the raw value carries
+        half = len(self._times[b])
+        if half > 2 * self.block:
+            half //= 2
+            self._split(b, half)
+            if i >= half:
+                return b + 1, i - half
+        return b, i
 
-    def _closed_fit(self, limit: int) -> int:
-        """Earliest t from which the closed allocations stay at or under `limit` (>= 0)."""
-        if self.peak <= limit:
-            return 0
-        # both suffix maxima fall along their lists: bisect them negated (in C)
-        b = bisect_left(self._bsuf, -limit, key=neg) - 1  # the last block above the limit
-        lo = bisect_left(self._isuf[b], self._lazy[b] - limit, key=neg) - 1  # its last value
-        times = self._times[b]
-        return times[lo + 1] if lo + 1 < len(times) else self._bt[b + 1]
+    def _split(self, b: int, half: int) -> None:
+        """Cut block b after its first `half` points; both halves keep its lazy add."""
+        times, raw = self._times[b], self._raw[b]
+        left, right = raw[:half], raw[half:]
+        self._times[b : b + 1] = [times[:half], times[half:]]
+        self._raw[b : b + 1] = [left, right]
+        self._max[b : b + 1] = [max(left), max(right)]
+        self._shift.insert(b + 1, 0)
+        self._bt.insert(b + 1, times[half])
 
-    def free_from(self, nbytes: int) -> int | None:
-        """Earliest t with room for `nbytes` more (open) at every moment from t on, or None.
+    def _add_from(self, t: int, delta: int) -> None:
+        """Add `delta` bytes to the step function from `t` on."""
+        b, i = self._point(t)
+        shift = self._shift
+        if i == 0:  # the whole block and every later one
+            shift[b] += delta
+            self._last_lazy += delta
+            return
+        raw = self._raw[b]
+        raw[i:] = [v + delta for v in raw[i:]]
+        self._max[b] = max(raw)
+        if b + 1 < len(shift):
+            shift[b + 1] += delta
+            self._last_lazy += delta
 
-        Open allocations count from their own starts: between two open starts s_j <
-        s_{j+1} the closed bytes must stay under the capacity less `nbytes` and the
-        allocations open by s_j. Walking the starts from the last one back, the first
-        segment whose limit is broken after its own start decides: a later segment has a
-        lower limit that the closed bytes already keep from its start on, so an earlier
-        violation of a looser limit cannot lie beyond it.
+    # --- the question ---------------------------------------------------------------------
+
+    def free_from(self, nbytes: int, after: int = 0) -> int | None:
+        """Earliest t >= `after` with room for `nbytes` more (open) at every moment from t
+        on, or None when the open bytes alone leave no room for ever.
+
+        The answer is the end of the last interval over ``size - nbytes`` that reaches past
+        `after`, or `after` when there is none: the blocks are searched from the last back
+        to the one that holds `after` (class doc).
         """
-        room = self.size - nbytes
-        opened = self.open_bytes
-        if room - opened < 0:
-            return None
-        t = self._closed_fit(room - opened)
-        starts, sizes = self.open_starts, self.open_sizes
-        p = len(starts) - 1  # `opened` counts the starts up to p; t is the answer for it
-        while p >= 0 and t:
-            if t > starts[p]:
-                return t  # broken after start p, whose bytes count there
-            # every start at or after t is passed (no violation can follow it) in one go;
-            # the limit loosens by their bytes, so t can only fall
-            i = bisect_left(starts, t, 0, p + 1)
-            opened -= sum(sizes[i : p + 1])
-            p = i - 1
-            t = self._closed_fit(room - opened)
-        return t
+        limit = self.size - nbytes
+        if self.open_bytes > limit:
+            return None  # what the step function holds after its last breakpoint
+        bt = self._bt
+        first = bisect_right(bt, after) - 1
+        if first < 0:  # before every breakpoint (nothing is held there)
+            first, lo = 0, 0
+        else:
+            lo = bisect_right(self._times[first], after) - 1
+        block_max, shift = self._max, self._shift
+        lazy = self._last_lazy
+        for b in range(len(bt) - 1, first - 1, -1):
+            if block_max[b] + lazy > limit:
+                raw = self._raw[b]
+                over = limit - lazy
+                stop = lo if b == first else 0
+                k = len(raw) - 1
+                while k >= stop and raw[k] <= over:
+                    k -= 1
+                if k >= stop:  # over the limit on [times[k], next breakpoint)
+                    times = self._times[b]
+                    return times[k + 1] if k + 1 < len(times) else bt[b + 1]
+            lazy -= shift[b]
+        return after
 
 
 class Timeline:
@@ -364,10 +304,11 @@ class Timeline:
         self._memo: dict | None = None
         self._no_comm = not problem.has_comm
         self._hint: tuple | None = None
-        self._floor: tuple = (None, -1, 0)  # (node, placements then, its memory floor)
+        self._floor: tuple = (None, 0)  # ((node, placements then, after), its floor)
         self._ledgers = {name: CapacityLedger(size) for name, size in problem.capacities.items()}
         # per hold (`SchedulingProblem.holds`): readers not placed yet; 0 once it is closed
         self._unread: list[int] = [len(h.readers) for h in problem.holds]
+        self._hold_end: list[int] = [0] * len(problem.holds)  # last finish so far
         self._demand_key: dict[Node, tuple] = {
             n: tuple(row.items()) for n, row in problem.demands.items()
         }
@@ -464,9 +405,7 @@ class Timeline:
         if not_before > t:
             t = not_before
         if node in self._demand_key:
-            floor = self.memory_floor(node)
-            if floor > t:
-                t = floor
+            t = self.memory_floor(node, t)
         memo = self._memo
         if memo is None:
             return self._fit(node, lane, t, d, insertion)
@@ -500,9 +439,7 @@ class Timeline:
         if not_before > t:
             t = not_before
         if node in self._demand_key:
-            floor = self.memory_floor(node)
-            if floor > t:
-                t = floor
+            t = self.memory_floor(node, t)
         memo = self._memo
         if memo is not None:
             memo_key = (t, problem.cost_key[node], problem.resources[node], insertion, by)
@@ -521,24 +458,27 @@ class Timeline:
         self._hint = (node, best_lane, insertion, not_before, best_start, len(self.slots))
         return best_lane, best_start
 
-    def memory_floor(self, node: Node) -> int:
-        """Earliest time from which `node`'s demands fit for good; `ScheduleError` if never.
+    def memory_floor(self, node: Node, after: int = 0) -> int:
+        """Earliest time from `after` on from which `node`'s demands fit for good;
+        `ScheduleError` if never.
 
-        Asked again for the same node before the next placement (a policy asks for its
-        start, then places it), the answer is the one just computed: only a placement
-        changes the ledgers."""
-        last_node, placed, last_floor = self._floor
-        if placed == len(self.slots) and last_node == node:
+        `after` is when the node could start otherwise (its inputs are ready): the ledgers
+        are searched only from there (`CapacityLedger.free_from`). Asked again for the same
+        node and time before the next placement (a policy asks for its start, then places
+        it), the answer is the one just computed: only a placement changes the ledgers."""
+        key = (node, len(self.slots), after)
+        last_key, last_floor = self._floor
+        if key == last_key:
             return last_floor
-        floor = 0
+        floor = after
         for cap, nbytes in self._demand_key.get(node, ()):
             ledger = self._ledgers[cap]
-            t = ledger.free_from(nbytes)
+            t = ledger.free_from(nbytes, after)
             if t is None:
                 raise ScheduleError(self._no_room(node, cap, nbytes, ledger))
             if t > floor:
                 floor = t
-        self._floor = (node, len(self.slots), floor)
+        self._floor = (key, floor)
         return floor
 
     def _no_room(self, node: Node, cap: str, nbytes: int, ledger: CapacityLedger) -> str:
@@ -566,24 +506,27 @@ class Timeline:
         """Open `node`'s holds, and close the holds it was the last reader of."""
         problem = self.problem
         holds = problem.holds
+        ledgers, unread, ends = self._ledgers, self._unread, self._hold_end
+        start, finish = slot.start, slot.finish
         for i in problem.holds_of.get(node, ()):
-            if self._unread[i]:
+            if unread[i]:
+                ends[i] = finish
                 for cap, nbytes in holds[i].row:
-                    self._ledgers[cap].open(slot.start, nbytes)
+                    ledgers[cap].open(start, nbytes)
             else:
                 for cap, nbytes in holds[i].row:
-                    self._ledgers[cap].add_closed(slot.start, slot.finish, nbytes)
-        slots = self.slots
+                    ledgers[cap].add_closed(start, finish, nbytes)
         for i in problem.holds_read_by.get(node, ()):
-            left = self._unread[i] - 1
-            self._unread[i] = left
+            if finish > ends[i]:
+                ends[i] = finish
+            left = unread[i] - 1
+            unread[i] = left
             if left:
                 continue
             h = holds[i]
-            start = slots[h.node].start
-            end = max(slots[h.node].finish, max(slots[r].finish for r in h.readers))
+            held_from = self.slots[h.node].start
             for cap, nbytes in h.row:
-                self._ledgers[cap].close(start, end, nbytes)
+                ledgers[cap].close(held_from, ends[i], nbytes)
 
     # --- placing --------------------------------------------------------------------------
 
@@ -621,7 +564,7 @@ class Timeline:
         slot = Slot(node, lane, start, finish, tuple(held))
         if self._ledgers and node in self._demand_key:  # before it is filed: the floor
             ready = max(self.data_ready(node, lane), not_before)  # asked for its start
-            waited = self.memory_floor(node) - ready
+            waited = self.memory_floor(node, ready) - ready
             if waited > 0:
                 self.memory_wait[node] = waited
         self.slots[node] = slot

@@ -53,10 +53,14 @@ def test_ledger_free_from_is_the_end_of_the_last_overfull_segment():
     ledger = CapacityLedger(100)
     ledger.add_closed(0, 10, 50)
     ledger.add_closed(5, 20, 30)  # 50 on [0, 5), 80 on [5, 10), 30 on [10, 20)
-    assert (ledger.times, ledger.values, ledger.peak) == ([0, 5, 10, 20], [50, 80, 30, 0], 80)
+    assert (ledger.times, ledger.values) == ([0, 5, 10, 20], [50, 80, 30, 0])
     assert ledger.free_from(20) == 0  # 80 + 20 fits everywhere
     assert ledger.free_from(60) == 10  # 80 + 60 does not fit on [5, 10)
     assert ledger.free_from(75) == 20  # 30 + 75 does not fit on [10, 20)
+    # asked from a later moment: only what is held from there on counts
+    assert ledger.free_from(60, after=12) == 12
+    assert ledger.free_from(75, after=12) == 20
+    assert ledger.free_from(60, after=7) == 10  # [5, 10) reaches past 7
     ledger.open(0, 50)
     assert ledger.free_from(50) == 20
     assert ledger.free_from(51) is None  # open bytes never leave: no room, ever
@@ -75,38 +79,59 @@ def test_an_open_allocation_counts_from_its_own_start():
     assert ledger.free_from(30) == 0
     assert ledger.free_from(31) == 10
     ledger.close(30, 40, 50)  # the open 50 end at 40: closed on [30, 40)
-    assert (ledger.open_bytes, ledger.open_starts) == (10, [5])
+    assert ledger.open_bytes == 10
+    assert (ledger.times, ledger.values) == ([0, 5, 10, 30, 40], [60, 70, 10, 60, 10])
     assert ledger.free_from(41) == 40
 
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.lists(st.tuples(st.integers(0, 60), st.integers(1, 30), st.integers(1, 40)), max_size=25),
+    st.lists(
+        st.tuples(
+            st.integers(0, 60), st.integers(0, 30), st.integers(1, 40), st.booleans(), st.booleans()
+        ),
+        max_size=25,
+    ),
     st.integers(0, 150),
-    st.lists(st.tuples(st.integers(0, 90), st.integers(1, 40)), max_size=4),
+    st.integers(0, 100),
 )
-def test_ledger_free_from_equals_a_scan_of_the_step_function(allocs, nbytes, opened):
-    """The blocked step function holds what the allocations add up to, and the bisection
-    over its suffix maxima, walked back over the open starts, answers what trying every
-    start time against the whole occupancy answers."""
+def test_ledger_free_from_equals_a_scan_of_the_step_function(allocs, nbytes, after):
+    """Allocations added whole, or opened and (some of them) closed later in any order: the
+    blocked step function holds what they add up to at every breakpoint, and `free_from`
+    answers what trying every moment from `after` on against the whole occupancy answers."""
     ledger = CapacityLedger(150, block=2)  # blocks of 2-4 points: every path of a split
-    for k, (start, length, size) in enumerate(allocs):
-        ledger.add_closed(start, start + length, size)
-        added = [a for a in allocs[: k + 1] if a[1] > 0]
-        assert ledger.values == [sum(n for s, ln, n in added if s <= t < s + ln)
-                                 for t in ledger.times]  # fmt: skip
-        assert ledger.peak == max(ledger.values)
-    for start, size in opened:
-        ledger.open(start, size)
+    held: list[list] = []  # [start, end or None while open, bytes]
+    pending: list[list] = []  # opened, to be closed after the next allocation
+    for start, length, size, whole, close_later in allocs:
+        if whole:
+            ledger.add_closed(start, start + length, size)
+            held.append([start, start + length, size])
+        else:
+            ledger.open(start, size)
+            entry = [start, None, size]
+            held.append(entry)
+            if close_later:
+                pending.append(entry)
+        if len(pending) > 1:  # close the one before: closes interleave with opens
+            entry = pending.pop(0)
+            entry[1] = entry[0] + length
+            ledger.close(entry[0], entry[1], entry[2])
 
-    def used(t: int) -> int:  # closed bytes at t plus the open ones begun by t
-        closed = sum(size for s, length, size in allocs if s <= t < s + length)
-        return closed + sum(size for s, size in opened if s <= t)
+        def used(t: int) -> int:  # bytes held at t; an open allocation for ever from start
+            return sum(n for s0, e0, n in held if s0 <= t and (e0 is None or t < e0))
 
-    moments = sorted({0, *(s for s, _, _ in allocs), *(s + n for s, n, _ in allocs),
-                      *(s for s, _ in opened)})  # fmt: skip
-    fits = [t for t in moments if all(used(u) + nbytes <= 150 for u in moments if u >= t)]
-    assert ledger.free_from(nbytes) == (fits[0] if fits else None)
+        assert ledger.values == [used(t) for t in ledger.times]
+    assert ledger.open_bytes == sum(n for _, e0, n in held if e0 is None)
+
+    def used_at(t: int) -> int:
+        return sum(n for s0, e0, n in held if s0 <= t and (e0 is None or t < e0))
+
+    moments = sorted({after, *(x for s0, e0, _ in held for x in (s0, e0) if x is not None)})
+    moments = [t for t in moments if t >= after]
+    fits = [t for t in moments if all(used_at(u) + nbytes <= 150 for u in moments if u >= t)]
+    assert ledger.free_from(nbytes, after) == (fits[0] if fits else None)
+    if after == 0:
+        assert ledger.free_from(nbytes) == (fits[0] if fits else None)
 
 
 def test_the_timeline_delays_a_node_until_its_bytes_fit():
