@@ -33,6 +33,7 @@ on HP2 + HP3 at 250 MHz) from the checkpoint's byte count.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from math import ceil
@@ -65,14 +66,17 @@ class LowerBounds:
         return asdict(self)
 
 
-def _critical_path(graph: nx.DiGraph, cost: dict) -> tuple[int, list]:
-    """Longest node-weighted path by a DP over a topological order."""
-    try:
-        order = list(nx.topological_sort(graph))
-    except nx.NetworkXUnfeasible:
-        raise GraphError(
-            "decode graph has a dependency cycle; rebuild it (every edge must point forward)"
-        ) from None
+def _critical_path(
+    graph: nx.DiGraph, cost: dict, order: Sequence | None = None
+) -> tuple[int, list]:
+    """Longest node-weighted path by a DP over a topological order (`order`, if given)."""
+    if order is None:
+        try:
+            order = list(nx.topological_sort(graph))
+        except nx.NetworkXUnfeasible:
+            raise GraphError(
+                "decode graph has a dependency cycle; rebuild it (every edge must point forward)"
+            ) from None
     finish: dict = {}
     best_pred: dict = {}
     for v in order:
@@ -89,8 +93,18 @@ def _critical_path(graph: nx.DiGraph, cost: dict) -> tuple[int, list]:
     return finish[end], path[::-1]
 
 
-def lower_bounds(graph: nx.DiGraph, profile: Profile) -> LowerBounds:
-    """Every lower bound of `graph` on `profile` (costs from `pccx_flow.hardware.cost`)."""
+def lower_bounds(
+    graph: nx.DiGraph,
+    profile: Profile,
+    *,
+    cycles: Mapping[str, int] | None = None,
+    order: Sequence | None = None,
+) -> LowerBounds:
+    """Every lower bound of `graph` on `profile` (costs from `pccx_flow.hardware.cost`).
+
+    A caller that has the nodes' cycles on `profile` already (a scheduling problem built
+    from the graph) passes them as `cycles`, and a topological order of the graph as
+    `order`; both are computed here otherwise."""
     if graph.number_of_nodes() == 0:
         raise GraphError("decode graph has no nodes; build one before asking for its bounds")
     cost: dict = {}
@@ -98,7 +112,7 @@ def lower_bounds(graph: nx.DiGraph, profile: Profile) -> LowerBounds:
     pool_work: dict[str, int] = {}
     gemv_bytes = gemm_bytes = memcpy_bytes = 0
     for node_id, attrs in graph.nodes(data=True):
-        c = cycles_of(node_id, attrs, profile)
+        c = cycles_of(node_id, attrs, profile) if cycles is None else cycles[node_id]
         cost[node_id] = c
         cls = attrs["lane_class"]
         work[cls] = work.get(cls, 0) + c
@@ -111,7 +125,7 @@ def lower_bounds(graph: nx.DiGraph, profile: Profile) -> LowerBounds:
         elif cls == "dma":
             memcpy_bytes += attrs.get("act_bytes") or 0
 
-    cp_cycles, cp = _critical_path(graph, cost)
+    cp_cycles, cp = _critical_path(graph, cost, order)
     lane_cycles = {cls: -(-w // profile.lanes[cls]) for cls, w in work.items()}
     pool_cycles = {pool: -(-w // profile.pools[pool]) for pool, w in pool_work.items()}
 

@@ -118,7 +118,10 @@ def graph_bounds(problem: SchedulingProblem, profile: Any) -> dict[str, int] | N
         return None
     from pccx_flow.bounds import lower_bounds
 
-    lb = lower_bounds(problem.source, profile)
+    # the problem's costs are the graph's cycles on this profile (`problem_from_graph`)
+    # and its order is topological: neither is computed twice
+    cycles = {n: problem.min_cost(n) for n in problem.order}
+    lb = lower_bounds(problem.source, profile, cycles=cycles, order=problem.order)
     out = {"critical_path": int(lb.critical_path_cycles)}
     for field, value in lb.to_dict().items():  # lane_class_cycles, pool_cycles, ...
         if field.endswith("_cycles") and isinstance(value, dict):

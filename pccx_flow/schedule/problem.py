@@ -168,17 +168,22 @@ class SchedulingProblem:
             self.costs[n] = checked[id(row)] = clean
 
         # Nodes with equal cost rows share one key (tiles of one matrix, say), so the
-        # timeline can recognise look-alike nodes with one dict lookup.
+        # timeline can recognise look-alike nodes with one dict lookup. The least cost of
+        # each node is kept too: every bound asks for it, many times per node.
         interned: dict[tuple, tuple] = {}
         by_row: dict[int, tuple] = {}  # rows shared by many nodes (above) are keyed once
+        least: dict[int, int] = {}
         self.cost_key: dict[Node, tuple] = {}
+        self._min_cost: dict[Node, int] = {}
         for n in self.order:
             clean = self.costs[n]
             key = by_row.get(id(clean))
             if key is None:
                 row = tuple(clean.items())
                 key = by_row[id(clean)] = interned.setdefault(row, row)
+                least[id(clean)] = min(clean.values())
             self.cost_key[n] = key
+            self._min_cost[n] = least[id(clean)]
 
         self.resources: dict[Node, tuple[str, ...]] = {}
         known: dict[tuple, tuple[str, ...]] = {}  # the few distinct pool lists, checked once
@@ -272,7 +277,7 @@ class SchedulingProblem:
         return sum(row.values()) / len(row)
 
     def min_cost(self, node: Node) -> int:
-        return min(self.costs[node].values())
+        return self._min_cost[node]
 
     def pool_users(self, pool: str) -> list[Node]:
         """The nodes that hold an instance of `pool`, in program order."""
