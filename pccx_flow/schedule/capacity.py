@@ -178,7 +178,7 @@ def resident_beside(problem: SchedulingProblem, groups: dict, preds, succs) -> d
     # A hold can be resident beside a group only if its node is above the group's readers
     # and a reader of it below its sources: on a decode step only groups of layers from
     # the node's to its readers' (a node of no layer: any) are tried.
-    nodes = problem.graph.nodes
+    layer_of = dict(problem.graph.nodes(data="layer"))
     unlayered = [k for k in masks if k[1] is None]
     layered = sorted((k for k in masks if k[1] is not None), key=lambda k: k[1])
     layers = [k[1] for k in layered]
@@ -189,8 +189,8 @@ def resident_beside(problem: SchedulingProblem, groups: dict, preds, succs) -> d
         down = below[hold.node]
         if not down:
             continue
-        lo = nodes[hold.node].get("layer")
-        ends = [nodes[r].get("layer") for r in hold.readers]
+        lo = layer_of[hold.node]
+        ends = [layer_of[r] for r in hold.readers]
         hi = None if None in ends else max(ends)
         first = 0 if lo is None else bisect_left(layers, lo)
         last = len(layers) if hi is None else bisect_right(layers, hi)
@@ -321,6 +321,7 @@ class ForcedStarts:
             for g in groups
         ]
         self._latest: dict[tuple, list[Node]] = {}  # `_latest_users` per reader set
+        self._latest_of_mask: dict[int, list[Node]] = {}  # ... per users above them
         # Which sources of which group are ancestors of a node: per group a bit per source
         # (local to the group), only while the group is partly covered; a fully covered
         # group moves to `covered`. Groups are a layer's KV reads, so partial sets live
@@ -353,7 +354,8 @@ class ForcedStarts:
         # (a hold's longest chains are at least the group's shortest: the least only rises)
         near = self._chains_to(holds, longest=False)
         best = None
-        ranked = sorted((self._freed(r, near), k) for k, r in enumerate(holds))
+        gates: dict = {}  # holds whose readers have the same latest users share the gate
+        ranked = sorted((self._freed(r, near, gates), k) for k, r in enumerate(holds))
         for n, (low, k) in enumerate(ranked):
             if best is not None and low >= best:
                 break
@@ -374,31 +376,45 @@ class ForcedStarts:
             mask = 0
             for r in readers:
                 mask |= pool.anc[r]
-            out = self._latest[readers] = []
-            while mask and len(out) < RELEASE_USERS:
-                j = mask.bit_length() - 1
-                mask ^= 1 << j
-                out.append(pool.users[j])
-        return out[:count]
+            # one list per set of users above: the tiles of one KV head share it
+            out = self._latest[readers] = self._latest_of_mask.get(mask)
+            if out is None:
+                out = self._latest_of_mask[mask] = []
+                while mask and len(out) < RELEASE_USERS:
+                    j = mask.bit_length() - 1
+                    mask ^= 1 << j
+                    out.append(pool.users[j])
+        return out if count >= len(out) else out[:count]
 
-    def _freed(self, readers: tuple, chains: dict) -> int:
+    def _freed(self, readers: tuple, chains: dict, gates: dict | None = None) -> int:
         """A lower bound of when the hold read by `readers` is freed (class docstring);
-        `chains` maps users to a lower bound of D (absent: the least reader cost)."""
+        `chains` maps users to a lower bound of D (absent: the least reader cost).
+
+        The bound is the larger of the readers' last finish and a gate that depends only
+        on the latest users above them and the least reader cost: with `gates` (one dict
+        per `chains`) holds that share both share the gate."""
         finish, pool = self.finish, self.pool
-        freed = max(finish[r] for r in readers)
         floor = min(pool.cost[r] for r in readers)
-        tail = None  # the least D over the users taken so far
-        tau, work = None, 0
-        for u in self._latest_users(readers, RELEASE_USERS):
-            start = finish[u] - pool.cost[u]
-            tau = start if tau is None or start < tau else tau
-            work += pool.cost[u]
-            d = chains.get(u, floor)
-            tail = d if tail is None or d < tail else tail
-            t = tau + -(-work // pool.count) + tail
-            if t > freed:
-                freed = t
-        return freed
+        users = self._latest_users(readers, RELEASE_USERS)
+        key = (id(users), floor)  # the lists live in `_latest_of_mask`: ids stay unique
+        gate = None if gates is None else gates.get(key)
+        if gate is None:
+            gate = 0
+            tail = None  # the least D over the users taken so far
+            tau, work = None, 0
+            for u in users:
+                start = finish[u] - pool.cost[u]
+                tau = start if tau is None or start < tau else tau
+                work += pool.cost[u]
+                d = chains.get(u, floor)
+                tail = d if tail is None or d < tail else tail
+                t = tau + -(-work // pool.count) + tail
+                if t > gate:
+                    gate = t
+            if gates is not None:
+                gates[key] = gate
+        freed = max(finish[r] for r in readers)
+        return freed if freed > gate else gate
 
     def _chains_to(self, holds: tuple, longest: bool) -> dict:
         """Lower bounds of D(u) for each hold's latest `TAIL_USERS` pool users.
@@ -411,7 +427,9 @@ class ForcedStarts:
         and scores. One backward pass, in pass order, over the readers' ancestors from the
         earliest of those users on (an earlier node is no such user's descendant)."""
         index, succs, preds, cost = self.index, self.succs, self.preds, self.pool.cost
-        users = {u for readers in holds for u in self._latest_users(readers, TAIL_USERS)}
+        # the full lists are shared (`_latest_users`): each distinct one is read once
+        lists = {id(x): x for x in (self._latest_users(r, RELEASE_USERS) for r in holds)}
+        users = {u for x in lists.values() for u in x[:TAIL_USERS]}
         if not users:
             return {}
         first = min(index[u] for u in users)
