@@ -47,9 +47,13 @@ def min_cost_critical_path(problem: SchedulingProblem) -> int:
     cheapest lane and free communication."""
     preds, _ = hardware_precedence(problem)
     finish: dict[Node, int] = {}
+    cost = problem.min_cost
     for n in problem.order:
-        start = max((finish[p] for p in preds[n]), default=0)
-        finish[n] = start + problem.min_cost(n)
+        start = 0
+        for p in preds[n]:
+            if finish[p] > start:
+                start = finish[p]
+        finish[n] = start + cost(n)
     return max(finish.values(), default=0)
 
 
@@ -256,11 +260,10 @@ def _intersection_length(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> 
 
 def _by_layer_block(schedule: Schedule, problem: SchedulingProblem, block: str) -> dict:
     out: dict[int, list[Slot]] = defaultdict(list)
-    attrs = problem.graph.nodes
-    for n, slot in schedule.slots.items():
-        a = attrs[n]
-        if a.get("block") == block:
-            out[a.get("layer", -1)].append(slot)
+    slots = schedule.slots
+    for n, a in problem.graph.nodes(data=True):
+        if a.get("block") == block and n in slots:
+            out[a.get("layer", -1)].append(slots[n])
     return out
 
 
@@ -329,14 +332,22 @@ def dag_slack(problem: SchedulingProblem) -> dict[Node, int]:
     """
     preds, succs = hardware_precedence(problem)
     cost = {n: problem.min_cost(n) for n in problem.order}
-    earliest: dict[Node, int] = {}
+    finish: dict[Node, int] = {}  # earliest
     for n in problem.order:
-        earliest[n] = max((earliest[p] + cost[p] for p in preds[n]), default=0)
-    end = max((earliest[n] + cost[n] for n in problem.order), default=0)
-    latest_finish: dict[Node, int] = {}
+        t = 0
+        for p in preds[n]:
+            if finish[p] > t:
+                t = finish[p]
+        finish[n] = t + cost[n]
+    end = max(finish.values(), default=0)
+    start: dict[Node, int] = {}  # latest
     for n in reversed(problem.order):
-        latest_finish[n] = min((latest_finish[s] - cost[s] for s in succs[n]), default=end)
-    return {n: latest_finish[n] - cost[n] - earliest[n] for n in problem.order}
+        t = end
+        for q in succs[n]:
+            if start[q] < t:
+                t = start[q]
+        start[n] = t - cost[n]
+    return {n: start[n] - finish[n] + cost[n] for n in problem.order}
 
 
 def ple_slack(schedule: Schedule, problem: SchedulingProblem, latest: dict | None = None) -> dict:
