@@ -322,9 +322,10 @@ def _check_kv(graph: nx.DiGraph, cfg: Gemma3nConfig, layer: int, nodes: list[str
                 f"{n} reads cache slot {a['params'].get('cache_layer')}; layer {layer} "
                 f"attends over layer {src}'s cache"
             )
-        if a["kernel"] in ("attn_scores", "attn_pv"):
-            _check_kv_heads(graph, n, a)
-        if a["kernel"] in ("attn_scores", "attn_pv") and a["params"].get("has_new", True):
+        if a["kernel"] not in ("attn_scores", "attn_pv"):
+            continue
+        _check_kv_heads(graph, n, a)
+        if a["params"].get("has_new", True):
             new_row = a["inputs"][1 + int(bool(a["params"].get("has_past")))]["name"]
             w = _writer_of(graph, n, new_row)
             wp = graph.nodes[w]["params"] if w else {}
