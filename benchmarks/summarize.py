@@ -496,6 +496,27 @@ def gap_read_ahead_section(d: dict) -> str:
     )
 
 
+def read_ahead_section(d: dict) -> str:
+    """The study of KV reads issued as far ahead as L2 allows (`bench_read_ahead.py`)."""
+    rows = []
+    for r in d["rows"]:
+        if "error" in r:
+            gap, lowers = "-", r["error"][:60]
+        else:
+            gap = f"{r['gap_to_largest_bound']:+.2%}"
+            lowers = "yes" if r["lower_error"] is None else "**no**: " + r["lower_error"][:60]
+        rows.append([r["profile"], str(r["position"]), f"`{r['policy']}`", r["mode"], gap,
+                     lowers])  # fmt: skip
+    head = ["profile", "position", "policy", "KV reads", "vs largest bound", "lowers"]
+    return (
+        "**KV reads as far ahead as L2 allows** (`bench_read_ahead.py`: no read-ahead edges "
+        "inside a layer; a ready read waits while L2 lacks room for it and a reserve beside "
+        "the bytes held for unplaced readers; a study, not what `schedule` makes; model "
+        "estimates; *lowers*: the schedule lowers to a program, else the allocator's reason)"
+        "\n\n" + _table(head, rows)
+    )
+
+
 def improve_section(d: dict) -> str:
     rows = [[f"`{p}`", f"{r['mean_ratio_to_optimum']:.3f}", f"{r['worst_ratio_to_optimum']:.3f}",
              f"{r['mean_ratio']:.3f}", f"{r['median_seconds'] * 1e3:.1f} ms"]
@@ -572,6 +593,7 @@ SECTIONS = {
     "memory": memory_section,
     "gap": gap_section,
     "gap_read_ahead": gap_read_ahead_section,
+    "read_ahead": read_ahead_section,
     "cut": cut_section,
     "improve": improve_section,
     "lower": lower_section,

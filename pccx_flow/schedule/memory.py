@@ -172,6 +172,7 @@ def kv_prefetch_edges(
     exp_lead: int = EXP_LEAD,
     early_max_tiles: int | None = None,
     double_last_v: bool = DOUBLE_LAST_V,
+    within_layer: bool = True,
 ) -> list[tuple[Node, Node]]:
     """Order-only edges that issue each layer's KV tile reads just ahead of their use.
 
@@ -230,6 +231,12 @@ def kv_prefetch_edges(
     The edges carry no tensor: they go into the scheduling problem
     (`problem_from_graph(memory=True)`), not into the decode graph, and they free no
     memory (a hold's readers are the nodes that read its tensor).
+
+    With `within_layer` False every tile of a stream waits only for what its first tiles
+    wait for (the previous layer's attention): how far a layer reads ahead is then left to
+    the policy, which must keep L2 from filling with reads whose readers it has not placed
+    (`benchmarks/bench_read_ahead.py` admits a read while L2 has room for it and a
+    reserve; a study, not what `schedule` makes).
     """
     if exp_lead < 1:
         raise InputError(
@@ -296,6 +303,9 @@ def kv_prefetch_edges(
         previous[head] = stream
 
     for (stream, kind), nodes in sorted(reads.items()):
+        if not within_layer:
+            edges.extend((u, n) for n in nodes for u in anchor[stream] if u != n)
+            continue
         if kind == "k":
             for t, n in enumerate(nodes):
                 sources = anchor[stream]

@@ -580,6 +580,12 @@ class Timeline:
             self.on_place(slot)
         return slot
 
+    def held_open(self, capacity: str) -> int:
+        """Bytes of `capacity` that placed nodes hold for readers not placed yet: they
+        stay allocated whatever is placed next (0 for a capacity the problem lacks)."""
+        ledger = self._ledgers.get(capacity)
+        return ledger.open_bytes if ledger is not None else 0
+
     def lane_free_at(self, lane: str) -> int:
         """The last finish on `lane` (0 when empty)."""
         return self._lanes[lane].last

@@ -541,6 +541,20 @@ def test_kv_reads_are_issued_just_ahead_of_use_the_tile_with_the_new_row_second(
     assert all(graph.nodes[s]["kernel"] == "attn_scores" for s in after[k[1]])
 
 
+def test_without_rules_inside_a_layer_every_tile_waits_only_for_the_previous_attention():
+    """``within_layer=False`` (`benchmarks/bench_read_ahead.py`'s study): every K and V
+    tile of a stream waits for what its first tiles wait for, and for nothing else."""
+    profile = load_profile("v002-spec")
+    graph = build_decode_graph("tiny", position=40, tile_rows=16, profile=profile)
+    problem = problem_from_graph(graph, profile, memory=True, read_ahead={"within_layer": False})
+    reads, k, v = _layer_reads(graph, 4)
+    assert len(k) == len(v) == 3
+    done = _previous_attention_done(graph, 4)
+    assert done and all(set(problem.preds[n]) == done for n in reads)
+    fixed = problem_from_graph(graph, profile, memory=True)
+    assert set(fixed.preds[k[1]]) != done  # the rules' third K tile waits for K tile 0's
+
+
 def test_a_study_may_keep_the_last_v_tile_single_buffered():
     """`double_last_v=False`: the last V tile waits for the ·V of the one before it, as
     every other V tile does, and the next layer for the last tiles' readers only."""
