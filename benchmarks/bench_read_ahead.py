@@ -11,10 +11,12 @@ reserve would exceed L2; it is taken again once a placement frees room, or when 
 else is ready. Every schedule goes through the validator. Each is then lowered to a
 program (`pccx_flow.board.program.lower`, as `emit` does): the L2 capacity of the problem
 counts bytes, the program needs each operand in one contiguous region, so a schedule can
-fit L2 and still not lower.
+fit L2 and still not lower. A third mode keeps one rule inside the layer
+(``new_row_tile_early``): the tile read with the new row is read second, before the other
+tiles of its kind, so its region is placed before they fill L2.
 
 Makespans are model estimates on the named profile, against the largest bound `schedule`
-reports (the bounds walk data edges only: the same for both problems).
+reports (the bounds walk data edges only: the same for every mode's problem).
 
     python benchmarks/bench_read_ahead.py
     python benchmarks/bench_read_ahead.py --positions 2047 --profiles v002-as-built
@@ -55,6 +57,7 @@ POLICIES = {  # name: (priority, what the lane is chosen by), as the policy itse
     "heft": (upward_rank, "finish"),
 }
 RESERVES_KIB = (64, 256)
+EARLY_RESERVES_KIB = (256, 768)  # with the new row's tile read second
 
 
 def space_allowing(problem, policy: str, reserve: int) -> Timeline:
@@ -111,24 +114,29 @@ def bench_point(profile_name: str, position: int) -> list[dict]:
         graph = build_decode_graph("e4b", position=position, profile=profile, row_align=align)
         fixed = problem_from_graph(graph, profile, memory=True)
         free = problem_from_graph(graph, profile, memory=True, read_ahead={"within_layer": False})
+        early = problem_from_graph(
+            graph, profile, memory=True,
+            read_ahead={"within_layer": False, "new_row_tile_early": True},
+        )  # fmt: skip
         bounds = step_bounds(fixed, profile)
         largest = bounds["bounds_cycles"][bounds["largest_bound"]]
         rows = []
         for policy in POLICIES:
-            cases = [("fixed", None)] + [(f"space, reserve {k} KiB", k) for k in RESERVES_KIB]
-            for mode, reserve in cases:
+            cases = [("fixed", None, fixed)]
+            cases += [(f"space, reserve {k} KiB", k, free) for k in RESERVES_KIB]
+            cases += [(f"space, new-row tile second, reserve {k} KiB", k, early)
+                      for k in EARLY_RESERVES_KIB]  # fmt: skip
+            for mode, reserve, problem in cases:
                 t0 = time.perf_counter()
                 row = {"profile": profile_name, "position": position, "policy": policy,
                        "mode": mode, "largest_bound": bounds["largest_bound"],
                        "largest_bound_cycles": largest}  # fmt: skip
                 try:
                     if reserve is None:
-                        timeline = Timeline(fixed)
-                        make_policy(policy).schedule(fixed, timeline)
-                        problem = fixed
+                        timeline = Timeline(problem)
+                        make_policy(policy).schedule(problem, timeline)
                     else:
-                        timeline = space_allowing(free, policy, reserve * 1024)
-                        problem = free
+                        timeline = space_allowing(problem, policy, reserve * 1024)
                     schedule = timeline.to_schedule(policy, profile_name)
                     validate_schedule(schedule, problem)
                 except ScheduleError as exc:
@@ -141,7 +149,7 @@ def bench_point(profile_name: str, position: int) -> list[dict]:
                 row["lower_error"] = lowers(graph, schedule, profile)
                 rows.append(row)
                 done = row["lower_error"] or "lowers"
-                print(f"{profile_name} {position} {policy:<13} {mode:<22} "
+                print(f"{profile_name} {position} {policy:<13} {mode:<44} "
                       f"{row['gap_to_largest_bound']:+.2%}  {done[:70]}", flush=True)  # fmt: skip
     return rows
 

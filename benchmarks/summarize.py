@@ -510,9 +510,10 @@ def read_ahead_section(d: dict) -> str:
     head = ["profile", "position", "policy", "KV reads", "vs largest bound", "lowers"]
     return (
         "**KV reads as far ahead as L2 allows** (`bench_read_ahead.py`: no read-ahead edges "
-        "inside a layer; a ready read waits while L2 lacks room for it and a reserve beside "
-        "the bytes held for unplaced readers; a study, not what `schedule` makes; model "
-        "estimates; *lowers*: the schedule lowers to a program, else the allocator's reason)"
+        "inside a layer, or only the one that reads the new row's tile second; a ready read "
+        "waits while L2 lacks room for it and a reserve beside the bytes held for unplaced "
+        "readers; a study, not what `schedule` makes; model estimates; *lowers*: the "
+        "schedule lowers to a program, else the allocator's reason)"
         "\n\n" + _table(head, rows)
     )
 

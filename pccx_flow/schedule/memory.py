@@ -173,6 +173,7 @@ def kv_prefetch_edges(
     early_max_tiles: int | None = None,
     double_last_v: bool = DOUBLE_LAST_V,
     within_layer: bool = True,
+    new_row_tile_early: bool = False,
 ) -> list[tuple[Node, Node]]:
     """Order-only edges that issue each layer's KV tile reads just ahead of their use.
 
@@ -236,7 +237,9 @@ def kv_prefetch_edges(
     wait for (the previous layer's attention): how far a layer reads ahead is then left to
     the policy, which must keep L2 from filling with reads whose readers it has not placed
     (`benchmarks/bench_read_ahead.py` admits a read while L2 has room for it and a
-    reserve; a study, not what `schedule` makes).
+    reserve; a study, not what `schedule` makes). With `new_row_tile_early` as well, the
+    tile read with the new row still goes second: every tile of its kind but the first
+    waits for its read, so its region is placed before the others fill L2.
     """
     if exp_lead < 1:
         raise InputError(
@@ -305,6 +308,8 @@ def kv_prefetch_edges(
     for (stream, kind), nodes in sorted(reads.items()):
         if not within_layer:
             edges.extend((u, n) for n in nodes for u in anchor[stream] if u != n)
+            if new_row_tile_early and len(nodes) > 2 and with_new_row(nodes[1]):
+                edges.extend((nodes[1], n) for n in nodes[2:])  # read order (above)
             continue
         if kind == "k":
             for t, n in enumerate(nodes):

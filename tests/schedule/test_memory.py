@@ -553,6 +553,15 @@ def test_without_rules_inside_a_layer_every_tile_waits_only_for_the_previous_att
     assert done and all(set(problem.preds[n]) == done for n in reads)
     fixed = problem_from_graph(graph, profile, memory=True)
     assert set(fixed.preds[k[1]]) != done  # the rules' third K tile waits for K tile 0's
+    # `new_row_tile_early`: the tile read with the new row (the last by position) still
+    # goes second, so every other tile of its kind but the first waits for its read
+    early = problem_from_graph(
+        graph, profile, memory=True,
+        read_ahead={"within_layer": False, "new_row_tile_early": True},
+    )  # fmt: skip
+    for tiles in (k, v):
+        assert set(early.preds[tiles[0]]) == set(early.preds[tiles[2]]) == done
+        assert set(early.preds[tiles[1]]) == done | {tiles[2]}
 
 
 def test_a_study_may_keep_the_last_v_tile_single_buffered():
