@@ -501,7 +501,7 @@ def read_ahead_section(d: dict) -> str:
     rows = []
     for r in d["rows"]:
         if "error" in r:
-            gap, lowers = "-", r["error"][:60]
+            gap, lowers = "-", "**fails**: " + r["error"][:60]
         else:
             gap = f"{r['gap_to_largest_bound']:+.2%}"
             lowers = "yes" if r["lower_error"] is None else "**no**: " + r["lower_error"][:60]
@@ -510,10 +510,11 @@ def read_ahead_section(d: dict) -> str:
     head = ["profile", "position", "policy", "KV reads", "vs largest bound", "lowers"]
     return (
         "**KV reads as far ahead as L2 allows** (`bench_read_ahead.py`: no read-ahead edges "
-        "inside a layer, or only the one that reads the new row's tile second; a ready read "
-        "waits while L2 lacks room for it and a reserve beside the bytes held for unplaced "
-        "readers; a study, not what `schedule` makes; model estimates; *lowers*: the "
-        "schedule lowers to a program, else the allocator's reason)"
+        "inside a layer, or only the one that reads the new row's tile second; the timeline "
+        "releases a ready read to the policy once L2 has room for it and a reserve beside "
+        "the bytes held for unplaced readers (`problem.admit`); a study, not what `schedule` "
+        "makes; model estimates; *lowers*: the schedule lowers to a program, else the "
+        "allocator's reason; a policy that places reads from its own list may deadlock)"
         "\n\n" + _table(head, rows)
     )
 

@@ -236,10 +236,12 @@ def kv_prefetch_edges(
     With `within_layer` False every tile of a stream waits only for what its first tiles
     wait for (the previous layer's attention): how far a layer reads ahead is then left to
     the policy, which must keep L2 from filling with reads whose readers it has not placed
-    (`benchmarks/bench_read_ahead.py` admits a read while L2 has room for it and a
-    reserve; a study, not what `schedule` makes). With `new_row_tile_early` as well, the
-    tile read with the new row still goes second: every tile of its kind but the first
-    waits for its read, so its region is placed before the others fill L2.
+    (``read_ahead={"reserve_bytes": ...}`` in `problem_from_graph` has the timeline
+    release a read only once L2 has room for it and the reserve, `problem.admit`;
+    `benchmarks/bench_read_ahead.py`, a study, not what `schedule` makes). With
+    `new_row_tile_early` as well, the tile read with the new row still goes second: every
+    tile of its kind but the first waits for its read, so its region is placed before the
+    others fill L2.
     """
     if exp_lead < 1:
         raise InputError(

@@ -100,6 +100,7 @@ class SchedulingProblem:
         demands: Mapping[Node, Mapping[str, int]] | None = None,
         holds: Mapping[Node, Iterable[tuple[Iterable[Node], Mapping[str, int]]]] | None = None,
         order_edges: Iterable[tuple[Node, Node]] | None = None,
+        admit: Mapping[Node, int] | None = None,
     ) -> None:
         self.graph = graph
         self.name = name
@@ -213,6 +214,18 @@ class SchedulingProblem:
             self.holds_of[h.node] = self.holds_of.get(h.node, ()) + (i,)
             for r in h.readers:
                 self.holds_read_by[r] = self.holds_read_by.get(r, ()) + (i,)
+        # Nodes the timeline releases to a policy only once the capacities have room for
+        # their demand and this many bytes more beside what placed nodes hold for readers
+        # not placed yet (`Timeline.initial_ready`): reads a policy would otherwise issue
+        # as early as it can, filling L2 with bytes whose readers come much later.
+        self.admit: dict[Node, int] = {}
+        for n, reserve in (admit or {}).items():
+            if n not in self.index:
+                raise GraphError(f"node {n!r} to admit by room is not in the graph")
+            if int(reserve) != reserve or reserve < 0:
+                raise GraphError(f"node {n!r}: reserve {reserve!r} is not an int >= 0 (bytes)")
+            if n in self.demands:
+                self.admit[n] = int(reserve)
 
     @classmethod
     def from_functions(
@@ -497,7 +510,11 @@ def problem_from_graph(
     order-only edges that issue KV tile reads just ahead of use
     (`pccx_flow.schedule.memory`; ``problem.order_edges``, the graph is not changed).
     `read_ahead` overrides `kv_prefetch_edges`' keywords (``exp_lead``,
-    ``early_max_tiles``): a study of other read-ahead rules (`benchmarks/bench_gap.py`).
+    ``early_max_tiles``, ``within_layer``, ...): a study of other read-ahead rules
+    (`benchmarks/bench_gap.py`, `benchmarks/bench_read_ahead.py`). Its ``reserve_bytes``
+    has the timeline hold each KV read back until L2 has room for it and that many bytes
+    more (``problem.admit``), the decision that replaces the edges inside a layer when
+    ``within_layer`` is False.
     """
     from pccx_flow.hardware.cost import cycles_of, node_resources
 
@@ -526,13 +543,17 @@ def problem_from_graph(
             row = rows[(cls, cycles)] = {name: cycles for name in names}
         costs[n] = row
         resources[n] = node_resources(attrs, profile, n)
-    capacities = holds = order_edges = None
+    capacities = holds = order_edges = admit = None
     if memory:
         from pccx_flow.schedule.memory import decode_capacities, decode_holds, kv_prefetch_edges
 
         capacities = decode_capacities(profile)
         holds = decode_holds(graph, capacities)
-        order_edges = kv_prefetch_edges(graph, **(read_ahead or {}))
+        rule = dict(read_ahead or {})
+        reserve = rule.pop("reserve_bytes", None)
+        order_edges = kv_prefetch_edges(graph, **rule)
+        if reserve is not None:
+            admit = {n: reserve for n, a in graph.nodes(data=True) if a.get("kernel") == "kv_read"}
     return SchedulingProblem(
         graph,
         lanes,
@@ -544,4 +565,5 @@ def problem_from_graph(
         capacities=capacities,
         holds=holds,
         order_edges=order_edges,
+        admit=admit,
     )

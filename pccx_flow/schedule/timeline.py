@@ -30,6 +30,10 @@ policy obeys the same rules (and the validator checks them independently):
   not enough for *every* order: three sources placed before any of their readers hold
   three outputs at once.
 
+A problem may also name nodes to *admit* by room (``problem.admit``, KV reads issued as
+far ahead as L2 allows: `initial_ready`): the timeline then releases such a node to the
+policy only when the capacities have room for it and a reserve beside what is held open.
+
 The earliest start is the fixed point of "lane free, then every pool free" pushed forward
 together; each step jumps to an interval end, so it ends after a few steps. Busy intervals
 are kept as two sorted lists per lane and per pool instance and searched with `bisect`, so
@@ -314,6 +318,15 @@ class Timeline:
         }
         self.memory_wait: dict[Node, int] = {}  # cycles a node waited for capacity after its
         # inputs were ready (only nodes that waited)
+        # `problem.admit`: ready nodes held back until the capacities have room (`_admitted`),
+        # in the order they became ready, and how many released nodes are not placed yet
+        self._withheld: list[Node] = []
+        self._ready_left = 0
+        self._loosest: dict[str, int] = {}  # per capacity, the most open bytes a withheld
+        # node admits: while every capacity holds more, none of them has room
+        self._promised: dict[str, int] = {}  # bytes of admitted nodes not placed yet
+        self._promised_nodes: set[Node] = set()
+        self._initial: list[Node] | None = None
         self.on_place: Callable[[Slot], None] | None = None  # e.g. a progress bar's update
 
     def remember_starts(self) -> None:
@@ -329,8 +342,84 @@ class Timeline:
     # --- readiness ------------------------------------------------------------------------
 
     def initial_ready(self) -> list[Node]:
-        """Nodes with no predecessors, in problem order."""
-        return [n for n in self.problem.order if not self.problem.preds[n]]
+        """Nodes with no predecessors, in problem order.
+
+        A node of ``problem.admit`` that is ready (here or when `released`) is released
+        only once every capacity it demands has room for it and its reserve beside the
+        bytes placed nodes hold for readers not placed yet (`held_open`) and those of the
+        nodes of ``problem.admit`` released before it and not placed yet: it then comes in
+        the `released` tuple of the placement that made the room, or of the first placement
+        after which no other released node is left unplaced (so a policy that places what
+        is released never runs out of nodes). A policy that places nodes in an order of its
+        own may place a held node at any time."""
+        ready = [n for n in self.problem.order if not self.problem.preds[n]]
+        if not self.problem.admit:
+            return ready
+        if self._initial is None:  # asked once: the nodes it holds back stay held
+            out = self._release(ready)
+            if not out and self._withheld:  # nothing else to start with
+                out = [self._withheld.pop(0)]
+                self._promise(out[0])
+            self._ready_left = len(out)
+            self._initial = out
+        return list(self._initial)
+
+    def _admitted(self, node: Node) -> bool:
+        """Whether `node` has room beside what placed nodes hold open and what nodes
+        admitted before it will take; if so it is promised its bytes."""
+        reserve, promised = self.problem.admit[node], self._promised
+        demand = self._demand_key.get(node, ())
+        for cap, nbytes in demand:
+            ledger = self._ledgers[cap]
+            if ledger.open_bytes + promised.get(cap, 0) + nbytes + reserve > ledger.size:
+                return False
+        self._promise(node)
+        return True
+
+    def _promise(self, node: Node) -> None:
+        for cap, nbytes in self._demand_key.get(node, ()):
+            self._promised[cap] = self._promised.get(cap, 0) + nbytes
+        self._promised_nodes.add(node)
+
+    def _withhold(self, node: Node) -> None:
+        self._withheld.append(node)
+        reserve, loosest = self.problem.admit[node], self._loosest
+        for cap, nbytes in self._demand_key.get(node, ()):
+            most = self._ledgers[cap].size - nbytes - reserve
+            if most > loosest.get(cap, -1):
+                loosest[cap] = most
+
+    def _release(self, ready: list[Node]) -> list[Node]:
+        """`ready` less the nodes of ``problem.admit`` without room yet (withheld)."""
+        admit = self.problem.admit
+        out = []
+        for n in ready:
+            if n in admit and not self._admitted(n):
+                self._withhold(n)
+            else:
+                out.append(n)
+        return out
+
+    def _readmit(self, released: list[Node]) -> None:
+        """Move withheld nodes that have room now, or the first of them when no released
+        node is left unplaced, onto `released`."""
+        stuck = self._ready_left + len(released) == 0
+        ledgers = self._ledgers
+        promised = self._promised
+        if not stuck and all(
+            ledgers[c].open_bytes + promised.get(c, 0) > most for c, most in self._loosest.items()
+        ):
+            return  # no withheld node has room (`_loosest`)
+        withheld = [n for n in self._withheld if n not in self.slots]  # (or placed anyway)
+        now = [n for n in withheld if self._admitted(n)]
+        if not now and stuck and withheld:
+            now = withheld[:1]
+            self._promise(now[0])
+        self._withheld, self._loosest = [], {}
+        for n in withheld:
+            if n not in now:
+                self._withhold(n)
+        released.extend(now)
 
     def is_ready(self, node: Node) -> bool:
         """True when every predecessor of `node` is placed and `node` itself is not."""
@@ -575,6 +664,16 @@ class Timeline:
             self._waiting[s] -= 1
             if self._waiting[s] == 0:
                 released.append(s)
+        if self.problem.admit:
+            if node in self._promised_nodes:  # its bytes are held now, not promised
+                self._promised_nodes.discard(node)
+                for cap, nbytes in self._demand_key.get(node, ()):
+                    self._promised[cap] -= nbytes
+            self._ready_left -= 1
+            released = self._release(released)
+            if self._withheld:
+                self._readmit(released)
+            self._ready_left += len(released)
         self._released[node] = tuple(released)
         if self.on_place is not None:
             self.on_place(slot)

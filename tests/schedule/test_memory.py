@@ -713,3 +713,26 @@ def test_random_holds_back_a_node_with_no_room_until_a_placement_frees_some():
     )  # fmt: skip
     with pytest.raises(PolicyError, match="more than its capacity"):
         run_on_problem(make_policy("random"), huge, label="random", profile="none")
+
+
+@pytest.mark.parametrize("policy", ["critical-path", "heft", "lookahead"])
+def test_reads_released_as_l2_allows_keep_l2_and_wait_for_room(policy):
+    """``reserve_bytes``: without the rules inside a layer the timeline releases a KV read
+    only once L2 has room for it and the reserve. On tiny with a 6 KiB L2 (its tiles are
+    256 B at most, no node demands more than 1 KiB; with 4 KiB the rest of the step leaves
+    no tile room and the policy deadlocks) every schedule keeps L2 (the validator) and
+    some reads start later than with the whole L2, where each goes when it is ready."""
+    profile = load_profile("v002-spec")
+    graph = build_decode_graph("tiny", position=40, tile_rows=16, profile=profile)
+    rule = {"within_layer": False, "reserve_bytes": 1024}
+    whole = problem_from_graph(graph, profile, memory=True, read_ahead=rule)
+    small = problem_from_graph(graph, profile, memory=True, read_ahead=rule)
+    reads = [n for n in small.order if graph.nodes[n]["kernel"] == "kv_read"]
+    assert set(small.admit) == set(reads) and set(small.admit.values()) == {1024}
+    assert max(small.demands[n]["l2"] for n in reads) <= 256
+    assert max(d["l2"] for d in small.demands.values()) <= 1024
+    small.capacities["l2"] = 6144
+    limited = run_on_problem(make_policy(policy), small, label=policy, profile=profile.name)
+    free = run_on_problem(make_policy(policy), whole, label=policy, profile=profile.name)
+    assert set(limited.slots) == set(small.order)  # validated by run_on_problem
+    assert any(limited.slots[n].start > free.slots[n].start for n in reads)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pccx_flow.errors import ScheduleError
+from pccx_flow.errors import GraphError, ScheduleError
 from pccx_flow.schedule.model import Lane
 from pccx_flow.schedule.problem import SchedulingProblem
 from pccx_flow.schedule.timeline import BusyIntervals, Timeline
@@ -139,3 +139,54 @@ def test_a_nodes_memory_floor_follows_every_placement():
     timeline.place("c", "x0")  # 3..5: a's bytes are freed at 5
     assert timeline.memory_floor("b") == 5
     assert timeline.place("b", "x0").start == 5
+
+
+def _reads_problem(admit: dict | None) -> SchedulingProblem:
+    """Three sources r0..r2 (40 bytes each, read by u0..u2) and a lane each; L2 of 100."""
+    g = nx.DiGraph([(f"r{i}", f"u{i}") for i in range(3)])
+    lanes = [Lane(f"x{i}", "cpu") for i in range(3)]
+    costs = {n: {ln.name: 10 for ln in lanes} for n in g}
+    holds = {f"r{i}": [((f"u{i}",), {"l2": 40})] for i in range(3)}
+    return SchedulingProblem(g, lanes, costs, capacities={"l2": 100}, holds=holds, admit=admit)
+
+
+def test_a_node_to_admit_is_released_once_l2_has_room_for_it_and_its_reserve():
+    """r0..r2 need 40 bytes each of 100. With a 20-byte reserve one read is admitted at a
+    time beside another's open bytes (40 + 40 + 20 = 100); without `admit` all three are
+    ready at once and a policy that places every source first deadlocks on memory."""
+    timeline = Timeline(_reads_problem({f"r{i}": 20 for i in range(3)}))
+    assert timeline.initial_ready() == ["r0", "r1"]  # r0, then r1 beside r0's promise
+    timeline.place("r0", "x0")
+    assert timeline.released("r0") == ("u0",)
+    timeline.place("r1", "x1")
+    assert timeline.released("r1") == ("u1",)  # r2 waits: 80 held open
+    timeline.place("u0", "x0")  # frees r0's 40 bytes: r2 has room
+    assert timeline.released("u0") == ("r2",)
+    assert timeline.place("r2", "x2").start == 20  # r0's bytes are freed when u0 ends (10-20)
+    open_first = Timeline(_reads_problem(None))
+    assert open_first.initial_ready() == ["r0", "r1", "r2"]
+    open_first.place("r0", "x0")
+    open_first.place("r1", "x1")
+    with pytest.raises(ScheduleError, match="memory deadlock"):
+        open_first.place("r2", "x2")
+
+
+def test_a_withheld_node_is_released_when_nothing_else_is_left():
+    """A reserve larger than the room: nothing would ever be admitted, so the first
+    withheld node comes whenever no released node is left unplaced."""
+    timeline = Timeline(_reads_problem({f"r{i}": 90 for i in range(3)}))
+    assert timeline.initial_ready() == ["r0"]
+    timeline.place("r0", "x0")
+    assert timeline.released("r0") == ("u0",)  # u0 is left: nothing forced
+    timeline.place("u0", "x0")
+    assert timeline.released("u0") == ("r1",)  # nothing left: r1 goes
+    for n in ("r1", "u1", "r2", "u2"):
+        timeline.place(n, "x0")
+    assert not timeline.unplaced()
+
+
+def test_admit_refuses_an_unknown_node_or_a_bad_reserve():
+    with pytest.raises(GraphError, match="not in the graph"):
+        _reads_problem({"zz": 0})
+    with pytest.raises(GraphError, match="not an int >= 0"):
+        _reads_problem({"r0": -1})
