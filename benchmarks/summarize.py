@@ -491,8 +491,7 @@ def gap_read_ahead_section(d: dict) -> str:
         "before every layer streamed its first KV tiles in during the previous layer's MLP, "
         "when a layer of more than two key tiles waited for its own attention input (tiles "
         "in today's read order); a study, not what `schedule` makes, see [What the model "
-        "says](findings.md); columns as above, the gaps to the bounds of the run that wrote "
-        "the file, from before the bounds were tightened on 2026-11-27)\n\n" + _gap_table(d)
+        "says](findings.md); columns as above)\n\n" + _gap_table(d)
     )
 
 
