@@ -416,8 +416,9 @@ class Timeline:
             now = withheld[:1]
             self._promise(now[0])
         self._withheld, self._loosest = [], {}
+        taken = set(now)
         for n in withheld:
-            if n not in now:
+            if n not in taken:
                 self._withhold(n)
         released.extend(now)
 
