@@ -12,10 +12,11 @@ inside the layer (``new_row_tile_early``): the tile read with the new row goes s
 before the other tiles of its kind, so its region is placed before they fill L2.
 
 Every policy runs as `schedule` runs it (`run_on_problem`: the validator checks L2); a
-policy that places reads in an order of its own may still deadlock on memory, which is
-recorded. Each schedule is then lowered to a program (`pccx_flow.board.program.lower`, as
-`emit` does): the problem's L2 counts bytes, the program needs each operand in one
-contiguous region, so a schedule can fit L2 and still not lower.
+policy may still deadlock on memory (one that places from a list of its own, or in random
+order, most often), which is recorded. Each schedule is then lowered to a program
+(`pccx_flow.board.program.lower`, as `emit` does): the problem's L2 counts bytes, the
+program needs each operand in one contiguous region, so a schedule can fit L2 and still
+not lower.
 
 Makespans are model estimates on the named profile, against the largest bound `schedule`
 reports (the bounds walk data edges only: the same for every mode's problem).

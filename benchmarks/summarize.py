@@ -513,7 +513,7 @@ def read_ahead_section(d: dict) -> str:
         "releases a ready read to the policy once L2 has room for it and a reserve beside "
         "the bytes held for unplaced readers (`problem.admit`); a study, not what `schedule` "
         "makes; model estimates; *lowers*: the schedule lowers to a program, else the "
-        "allocator's reason; a policy that places reads from its own list may deadlock)"
+        "allocator's reason; *fails*: the policy deadlocked on memory)"
         "\n\n" + _table(head, rows)
     )
 
