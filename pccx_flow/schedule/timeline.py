@@ -346,9 +346,9 @@ class Timeline:
 
         A node of ``problem.admit`` that is ready (here or when `released`) is released
         only once every capacity it demands has room for it and its reserve beside the
-        bytes placed nodes hold for readers not placed yet (`held_open`) and those of the
-        nodes of ``problem.admit`` released before it and not placed yet: it then comes in
-        the `released` tuple of the placement that made the room, or of the first placement
+        bytes placed nodes hold for readers not placed yet and those of the nodes of
+        ``problem.admit`` released before it and not placed yet: it then comes in the
+        `released` tuple of the placement that made the room, or of the first placement
         after which no other released node is left unplaced (so a policy that places what
         is released never runs out of nodes). A policy that places nodes in an order of its
         own may place a held node at any time."""
@@ -679,12 +679,6 @@ class Timeline:
         if self.on_place is not None:
             self.on_place(slot)
         return slot
-
-    def held_open(self, capacity: str) -> int:
-        """Bytes of `capacity` that placed nodes hold for readers not placed yet: they
-        stay allocated whatever is placed next (0 for a capacity the problem lacks)."""
-        ledger = self._ledgers.get(capacity)
-        return ledger.open_bytes if ledger is not None else 0
 
     def lane_free_at(self, lane: str) -> int:
         """The last finish on `lane` (0 when empty)."""
