@@ -1,7 +1,7 @@
 """Study: KV reads issued as far ahead as L2 allows, against the fixed read-ahead rules.
 
 `schedule` issues each layer's KV tile reads by fixed order-only edges
-(`pccx_flow.schedule.memory.kv_prefetch_edges`): at most two K tiles and one V tile of a
+(`pccx_flow.schedule.readahead.kv_prefetch_edges`): at most two K tiles and one V tile of a
 stream in flight, the tile that takes the new row read second. This study drops the edges
 inside a layer (``within_layer=False``: every tile waits only for the previous layer's
 attention) and lets the timeline decide instead (``reserve_bytes``, `problem.admit`): a

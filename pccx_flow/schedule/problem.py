@@ -117,7 +117,7 @@ class SchedulingProblem:
         self.pool_of_instance = pool_instance_names(self.pools)
         self._comm = comm
 
-        # Order-only edges (a heuristic's issue order, `pccx_flow.schedule.memory`) bind the
+        # Order-only edges (a heuristic's issue order, `pccx_flow.schedule.readahead`) bind the
         # schedule like graph edges but are not data: given apart, so the graph is not copied
         # to hold them, or marked ``order_only=True`` on graph edges.
         extra: dict[tuple[Node, Node], None] = {}
@@ -508,7 +508,7 @@ def problem_from_graph(
     ``memory=True`` the problem also carries the profile's L2 (and SFU reach) as capacities
     and each output tensor's resident bytes as holds (`memory.decode_holds`), and the
     order-only edges that issue KV tile reads just ahead of use
-    (`pccx_flow.schedule.memory`; ``problem.order_edges``, the graph is not changed).
+    (`pccx_flow.schedule.readahead`; ``problem.order_edges``, the graph is not changed).
     `read_ahead` overrides `kv_prefetch_edges`' keywords (``exp_lead``,
     ``early_max_tiles``, ``within_layer``, ...): a study of other read-ahead rules
     (`benchmarks/bench_gap.py`, `benchmarks/bench_read_ahead.py`). Its ``reserve_bytes``
@@ -545,7 +545,8 @@ def problem_from_graph(
         resources[n] = node_resources(attrs, profile, n)
     capacities = holds = order_edges = admit = None
     if memory:
-        from pccx_flow.schedule.memory import decode_capacities, decode_holds, kv_prefetch_edges
+        from pccx_flow.schedule.memory import decode_capacities, decode_holds
+        from pccx_flow.schedule.readahead import kv_prefetch_edges
 
         capacities = decode_capacities(profile)
         holds = decode_holds(graph, capacities)

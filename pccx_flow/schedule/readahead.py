@@ -1,0 +1,248 @@
+"""When each KV tile read of a decode step may be issued: order-only edges for the timeline.
+
+A ``kv_read`` MEMCPY has no inputs, so a list scheduler may place it at any time, and
+priority policies place long DMA reads early: the whole context of every layer would be
+resident in L2 at once. The edges here (``problem.order_edges``; the decode graph is not
+changed) bound how far ahead each stream of tiles (a layer's rows of one KV head) is read.
+`kv_prefetch_edges` issues each tile just ahead of its use by fixed rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+import networkx as nx
+
+from pccx_flow.errors import InputError
+
+Node = Hashable
+
+# Every layer streams its first KV tiles in during the previous layer's MLP, at any context
+# length. It once did only up to two key tiles (E4B below 2,048 tokens): beside the previous
+# layer's own tiles the early ones left L2 in holes too small for a tile, and some programs
+# did not lower. Two lowering rules made room (a tile fences for the top of L2, the tile
+# read with the new row comes second, `kv_prefetch_edges`): heft within L2 on v002-spec
+# went from 4.97 / 4.59 / 4.02 % over the largest bound at 2047 / 4095 / 8191 to 3.72 /
+# 3.46 / 3.08 %, critical-path from 7.29 / 6.50 / 5.61 % to 5.78 / 5.15 / 4.48 %.
+# `kv_prefetch_edges(early_max_tiles=N)` keeps the old rule for a study.
+
+# How many key tiles a layer's scores may run ahead of the work that frees their
+# exponentials (REDUCE_SUM and ·V): K tile t waits for that work of tile t - EXP_LEAD. With
+# 2 the DMA waited for tile t-2's ·V, which waits for V tile t-2, at every tile: heft's step
+# at position 8191 was 2.0 % longer on v002-spec and 6.5 % on v002-as-built than with 3.
+# (With 3, programs fit L2's holes since the allocator places long-lived regions ahead.)
+EXP_LEAD = 3
+
+
+# In a layer of at most this many key tiles (E4B below 2,048 tokens), V tile t waits for
+# the scores of K tile t-1, not t. With two tiles V tile 1 is the only tile not streamed in
+# early, so it waits for the first tile L2 frees: K tile 0's, whose scores need only the Q
+# projections, where tile 1's also need the new K row (the K projection, its norm and
+# RoPE). Waiting for tile 1 put those on the path to V tile 1's 52 k-cycle read, and the
+# weight ports idled behind it: heft and critical-path within L2 at position 1023 went from
+# 3.07 % to 2.80 % over the largest bound on v002-spec (4.56 % to 4.09 % over the ports'
+# chain on v002-as-built).
+# With more tiles the same rule shortened the step too (2.86 % for both at 4095, 2.58 % at
+# 8191 on v002-spec) but at 2047 their programs no longer fit L2's holes (a 512 KiB K tile).
+V_AFTER_EARLIER_K_MAX_TILES = 2
+
+# In a layer of three or more tiles the last V tile is read as soon as the one before it is
+# in (double buffering at the end only): it waits for the ·V of the tile two before and for
+# every K tile's scores, not for the ·V of the tile just before. By then no K tile is held,
+# so two V tiles take less L2 than the two K tiles and one V tile held earlier in the layer.
+# Single-buffered, the DMA idled while the ·V of the tile before ran and the GEMV lanes then
+# idled a whole tile read before the last ·V (E4B at 2047 on v002-as-built: 16 k cycles a
+# layer): within L2, critical-path+improve went from 3.40 % to 2.70 % over the largest bound
+# there, and from 3.29 % to 2.66 % at 4095 (v002-spec 2.81 / 2.65 / 2.50 % at 2047 / 4095
+# / 8191 to 2.59 / 2.45 / 2.34 %). Double buffering every V tile made the steps longer
+# (the V reads then took L2 and the DMA from the K reads): `double_last_v=False` keeps the
+# single-buffered rule for a study.
+# A layer of two tiles that reads another layer's KV (E4B's layers 20-34 below 2,048
+# tokens) double buffers its V tile 1 as well: it waits for V tile 0's read and K tile 0's
+# scores, not for V tile 0's ·V. Its tiles hold no new row of its own, so V tile 1 is a
+# tile's room the DMA can fill while V tile 0's ·V runs; single-buffered, the GEMV lanes
+# idled a tile read per layer (~12 k cycles) before the last ·V. At 1023, within L2:
+# critical-path+improve 1.12 % -> 0.92 % over the largest bound on v002-as-built (critical-
+# path 1.41 -> 1.20 %, heft 1.50 -> 1.26 %), 2.27 -> 2.21 % on v002-spec (critical-path
+# 2.48 -> 2.41 %, heft 2.80 -> 2.73 %). The same for every two-tile layer was worse
+# (v002-as-built critical-path+improve 1.11 %, v002-spec 2.34 %). Its programs lower
+# because the allocator stacks tiles a whole tile apart (`L2Allocator.slot_words`) and
+# keeps what lives through the step in the top sixteenth of L2 (`LONG_LIVED_SHARE`).
+DOUBLE_LAST_V = True
+
+
+def kv_prefetch_edges(
+    graph: nx.DiGraph,
+    exp_lead: int = EXP_LEAD,
+    early_max_tiles: int | None = None,
+    double_last_v: bool = DOUBLE_LAST_V,
+    within_layer: bool = True,
+    new_row_tile_early: bool = False,
+) -> list[tuple[Node, Node]]:
+    """Order-only edges that issue each layer's KV tile reads just ahead of their use.
+
+    A ``kv_read`` has no inputs, so a list scheduler may place it at any time, and priority
+    policies place long DMA reads early: the whole context of every layer would be
+    resident at once. With these edges (per layer, tiles counted in *read order*: by
+    position, except that the last tile, when the scores and ·V read it together with the
+    new row as one operand, is read second when there are three or more; at a position
+    that fills its last tile the row is a tile of its own and the order is by position):
+
+    - K tiles 0 and 1 and V tile 0 wait until the previous layer that reads KV has finished
+      its attention (every reader of its last K and V tiles): they stream in during that
+      layer's MLP, while its own tiles are freed, instead of after this layer's Q
+      projection, where V tile 0 would sit on the critical path of every layer (E4B at
+      position 1023, one tile each: heft within L2 went from 5.0 % to 3.8 % over the
+      largest bound). The first such layer waits for its own attention input (the
+      producers of the first Q projection's input); with `early_max_tiles` N, a layer of
+      more than N key tiles (0: every layer) does too, and V tile 0 waits for K tile 0's
+      scores (the rule before every layer streamed early: a study);
+    - K tile t >= 2 waits for every reader of K tile t-2 (its scores) and, from t =
+      `exp_lead` on, every reader of the EXPs of tile t - `exp_lead` (REDUCE_SUM and ·V):
+      the scores never run more than `exp_lead` tiles ahead of the work that frees their
+      exponentials (`EXP_LEAD`);
+    - V tile t >= 1 waits for every reader of K tile t (the scores of that tile are done:
+      with the key-split softmax of `graph.blocks_attention`, its ·V can start right away)
+      and for every reader of V tile t-1 (single buffering). In a layer of at most
+      `V_AFTER_EARLIER_K_MAX_TILES` key tiles it waits for K tile t-1 instead (see there).
+      In a layer of three or more, the last V tile waits instead for V tile t-1 itself
+      (the read before it), every reader of V tile t-2 and every reader of the last two K
+      tiles (every score is done): double buffered at the end (`DOUBLE_LAST_V`). In a
+      layer of two that reads another layer's KV (it writes no row of its own), V tile 1
+      waits for V tile 0 itself and every reader of K tile 0 (`DOUBLE_LAST_V` too).
+
+    A tile holds one KV head's rows (``params["kv_head"]``, `graph.blocks_attention.kv_tiles`),
+    so each layer and head is a stream of its own: the rules above apply per stream ("a
+    layer" reading "a layer's stream of one head"), and a stream's first tiles wait for the
+    previous layer's attention of that head only. One head group's tiles are freed once
+    its queries are done with them, while the other group's are still read: E4B at 1023
+    on v002-spec, critical-path+improve within L2 went from 128.61 M to 126.99 M cycles
+    (tiles of both heads, freed only after all eight queries), -1.9 to -2.5 % at 2047-8191,
+    v002-as-built -0.8 to -1.7 % at 2047-8191 and +0.02 to +0.27 % at 1023.
+
+    So, whatever the policy, a stream holds at most two K tiles and one V tile, or two V
+    tiles and at most one K tile at its end, and the next layer's first two K tiles and
+    first V tile once this layer's attention is done (every reader of its last K tile and
+    its last two V tiles; in a two-tile KV-sharing layer, its last V tile: its V tile 0's
+    ·V may still run then, and waiting for it too took E4B's 1023 step on v002-as-built
+    from 0.92 % to 1.10 % over the largest bound, critical-path+improve).
+
+    Why the last tile second: the program keeps an operand's parts in one contiguous L2
+    region (`pccx_flow.board.program.addresses`), placed when its first part is produced.
+    Read last, the tile's region is placed when the new row is written, after the K (V)
+    projection, and must then find a whole tile's room beside the three streamed in early;
+    with min-min, cpop or random it did not at 2047 and more. Read second, the region is
+    placed with the tile, during the previous MLP, and the row's words wait reserved in it.
+    The edges carry no tensor: they go into the scheduling problem
+    (`problem_from_graph(memory=True)`), not into the decode graph, and they free no
+    memory (a hold's readers are the nodes that read its tensor).
+
+    With `within_layer` False every tile of a stream waits only for what its first tiles
+    wait for (the previous layer's attention): how far a layer reads ahead is then left to
+    the policy, which must keep L2 from filling with reads whose readers it has not placed
+    (``read_ahead={"reserve_bytes": ...}`` in `problem_from_graph` has the timeline
+    release a read only once L2 has room for it and the reserve, `problem.admit`;
+    `benchmarks/bench_read_ahead.py`, a study, not what `schedule` makes). With
+    `new_row_tile_early` as well, the tile read with the new row still goes second: every
+    tile of its kind but the first waits for its read, so its region is placed before the
+    others fill L2.
+    """
+    if exp_lead < 1:
+        raise InputError(
+            f"exp_lead must be at least 1 (a K tile cannot wait for the ·V of its own "
+            f"scores), got {exp_lead}"
+        )
+    # a stream (docstring): (layer, KV head); a read without a head (a hand-made graph's)
+    # is the layer's one stream, head -1
+    reads: dict[tuple[tuple[int, int], str], list[Node]] = {}
+    own_rows: set[int] = set()  # layers that write this step's K/V row (own KV cache)
+    for n, a in graph.nodes(data=True):
+        if a.get("kernel") == "kv_read":
+            stream = (int(a["layer"]), int(a["params"].get("kv_head", -1)))
+            reads.setdefault((stream, a["params"]["kind"]), []).append(n)
+        elif a.get("kernel") == "kv_write":
+            own_rows.add(int(a["layer"]))
+
+    def with_new_row(tile: Node) -> bool:  # its readers also read this step's K or V row
+        return any(graph.nodes[w]["kernel"] == "kv_write"
+                   for r in graph.successors(tile) for w in graph.predecessors(r))  # fmt: skip
+
+    for nodes in reads.values():
+        nodes.sort(key=lambda n: graph.nodes[n]["params"]["positions"][0])
+        if len(nodes) > 2 and with_new_row(nodes[-1]):  # read second (docstring)
+            nodes.insert(1, nodes.pop())
+    edges: list[tuple[Node, Node]] = []
+
+    def after(node: Node) -> list[Node]:
+        return sorted(graph.successors(node), key=str)
+
+    # Where a stream's first tiles may be issued: once the previous layer's stream of the
+    # same head has finished its attention (every reader of its last K and V tiles), so they
+    # stream in during that layer's MLP instead of after this layer's projections; a
+    # head's first stream waits for its layer's attention input.
+    streams = sorted({stream for stream, _ in reads})
+
+    def doubled(stream: tuple[int, int]) -> int:  # tiles whose last V tile is double buffered
+        k_tiles, v_tiles = reads.get((stream, "k"), ()), reads.get((stream, "v"), ())
+        if not double_last_v or len(k_tiles) != len(v_tiles):
+            return 0
+        if len(v_tiles) >= 3 or (len(v_tiles) == 2 and stream[0] not in own_rows):
+            return len(v_tiles)
+        return 0
+
+    done: dict[tuple[int, int], list[Node]] = {}
+    for stream in streams:
+        last = [reads[(stream, kind)][-1] for kind in ("k", "v") if (stream, kind) in reads]
+        if doubled(stream) >= 3:  # the tile before the last V tile may be read last
+            last.append(reads[(stream, "v")][-2])
+        done[stream] = sorted({r for n in last for r in after(n)}, key=str)
+
+    def streams_early(stream: tuple[int, int]) -> bool:  # first tiles in during the last MLP
+        return early_max_tiles is None or len(reads.get((stream, "k"), ())) <= early_max_tiles
+
+    anchor: dict[tuple[int, int], list[Node]] = {}
+    previous: dict[int, tuple[int, int]] = {}  # per head, its last stream so far
+    for stream in streams:
+        layer, head = stream
+        if head in previous and streams_early(stream):
+            anchor[stream] = done[previous[head]]
+        else:
+            q0 = f"L{layer:02d}.attn.q_proj.h0"  # node ids are stable (graph.nodes)
+            anchor[stream] = sorted(graph.predecessors(q0), key=str) if q0 in graph else []
+        previous[head] = stream
+
+    for (stream, kind), nodes in sorted(reads.items()):
+        if not within_layer:
+            edges.extend((u, n) for n in nodes for u in anchor[stream] if u != n)
+            if new_row_tile_early and len(nodes) > 2 and with_new_row(nodes[1]):
+                edges.extend((nodes[1], n) for n in nodes[2:])  # read order (above)
+            continue
+        if kind == "k":
+            for t, n in enumerate(nodes):
+                sources = anchor[stream]
+                if t >= 2:
+                    sources = after(nodes[t - 2])
+                if t >= exp_lead:
+                    exps = [x for sc in after(nodes[t - exp_lead]) for x in after(sc)
+                            if graph.nodes[x]["func"] == "EXP"]  # fmt: skip
+                    sources = sources + [r for x in exps for r in after(x)]
+                edges.extend((u, n) for u in sources if u != n)
+            continue
+        k_reads = reads.get((stream, "k"), [])
+        for t, n in enumerate(nodes):
+            if t == 0 and streams_early(stream):
+                sources = list(anchor[stream])
+            elif t == len(nodes) - 1 and doubled(stream) == 2:
+                sources = [nodes[0], *after(k_reads[0])]
+            elif t == len(nodes) - 1 and doubled(stream):
+                sources = [nodes[t - 1], *after(nodes[t - 2])]
+                sources += [r for k_tile in k_reads[-2:] for r in after(k_tile)]
+            else:
+                sources = after(nodes[t - 1]) if t >= 1 else []
+                # the K tile whose scores it waits for (docstring): t, or t - 1 in a layer
+                # of few key tiles
+                k = t - 1 if t >= 1 and len(k_reads) <= V_AFTER_EARLIER_K_MAX_TILES else t
+                if k < len(k_reads):
+                    sources += after(k_reads[k])
+            edges.extend((u, n) for u in sources if u != n)
+    return edges
