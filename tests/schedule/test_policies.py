@@ -21,6 +21,7 @@ from pccx_flow.schedule.policies.base import (
 from pccx_flow.schedule.policies.cpop import critical_path_nodes
 from pccx_flow.schedule.policies.critical_path import (
     first_stage_binds,
+    issue_order_edges,
     stage_one_nodes,
     stall_levels,
 )
@@ -281,3 +282,23 @@ def test_without_pools_critical_path_levels_are_hlfets(heft_problem):
     assert not heft_problem.pools
     assert not first_stage_binds(heft_problem, stage_one_nodes(heft_problem))
     assert stall_levels(heft_problem) == bottom_levels(heft_problem)
+
+
+def test_an_order_edge_between_nodes_of_the_same_lanes_adds_nothing_to_a_level():
+    """Reads r1 -> r2 on the DMA lane, each read by a GEMV: the order-only edge between the
+    two reads orders their issue, so r2's long chain (r2, use2) is not r1's; the order
+    edge from use1 to r3 makes r3 wait for a result of another lane and still counts."""
+    g = nx.DiGraph([("r1", "use1"), ("r2", "use2"), ("r3", "use3")])
+    lanes = [Lane("dma0", "dma"), Lane("gemv0", "gemv")]
+    on = {"r1": ("dma0", 5), "r2": ("dma0", 5), "r3": ("dma0", 5),
+          "use1": ("gemv0", 3), "use2": ("gemv0", 20), "use3": ("gemv0", 3)}  # fmt: skip
+    costs = {n: {lane: c} for n, (lane, c) in on.items()}
+    order = [("r1", "r2"), ("use1", "r3")]
+    problem = SchedulingProblem(g, lanes, costs, order_edges=order)
+    assert issue_order_edges(problem) == {("r1", "r2")}
+    levels = stall_levels(problem)
+    assert levels["use1"] == 3 + 5 + 3  # r3 and use3 below it
+    assert levels["r1"] == 5 + levels["use1"]  # not 5 + r2's 25
+    assert levels["r2"] == 25
+    counted = SchedulingProblem(g, lanes, costs, order_edges=[("r1", "use2")])  # other lanes
+    assert stall_levels(counted)["r1"] == 5 + 20
