@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pccx_flow.errors import ScheduleError
 from pccx_flow.hardware.profile import load_profile
 from pccx_flow.schedule.chains import pool_chain_bounds
 from pccx_flow.schedule.model import Lane
@@ -302,3 +303,49 @@ def test_an_order_edge_between_nodes_of_the_same_lanes_adds_nothing_to_a_level()
     assert levels["r2"] == 25
     counted = SchedulingProblem(g, lanes, costs, order_edges=[("r1", "use2")])  # other lanes
     assert stall_levels(counted)["r1"] == 5 + 20
+
+
+# --- program-order: in-order issue of what the timeline has released -----------------------
+
+
+def in_program_order(problem: SchedulingProblem) -> dict:
+    """The naive driver written out: every node in ``problem.order``, never before the
+    previous one started."""
+    timeline = Timeline(problem)
+    last = 0
+    for n in problem.order:
+        lane, _ = timeline.best_lane(n, by="start", not_before=last)
+        last = timeline.place(n, lane, not_before=last).start
+    return timeline.slots
+
+
+@settings(
+    max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(random_problems())
+def test_program_order_without_admission_is_program_order_itself(problem):
+    assert run_policy(problem, policy="program-order").slots == in_program_order(problem)
+
+
+def test_program_order_issues_a_held_back_read_once_there_is_room_for_it():
+    """Three 40-byte reads in 100 bytes of L2, all ahead of their readers in program order:
+    issued there the third has no room and nothing placed frees any (a deadlock); with a
+    20-byte reserve (`problem.admit`) it is issued after the first reader freed room."""
+    g = nx.DiGraph()
+    g.add_nodes_from(["r0", "r1", "r2"])
+    g.add_edges_from((f"r{i}", f"u{i}") for i in range(3))
+    lanes = [Lane("x0", "cpu")]
+    costs = {n: {"x0": 10} for n in g}
+    holds = {f"r{i}": [((f"u{i}",), {"l2": 40})] for i in range(3)}
+
+    def problem(admit=None):
+        return SchedulingProblem(
+            g, lanes, costs, capacities={"l2": 100}, holds=holds, admit=admit
+        )
+
+    assert problem().order[:3] == ("r0", "r1", "r2")
+    with pytest.raises(ScheduleError, match="memory deadlock"):
+        in_program_order(problem())
+    schedule = run_policy(problem({f"r{i}": 20 for i in range(3)}), policy="program-order")
+    starts = sorted(schedule.slots, key=lambda n: schedule.slots[n].start)
+    assert starts == ["r0", "r1", "u0", "r2", "u1", "u2"]
