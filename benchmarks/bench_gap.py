@@ -13,11 +13,11 @@ Makespans and tok/s are model estimates on the named profile, never measured on 
 
     python benchmarks/bench_gap.py                         # 0, 1023, 2047, 4095, 8191
     python benchmarks/bench_gap.py --positions 2047 --keep # add rows to the existing file
-    python benchmarks/bench_gap.py --read-ahead early_max_tiles=2 \
+    python benchmarks/bench_gap.py --read-ahead rule=fixed early_max_tiles=2 \
         --positions 2047 4095 8191 --policies heft dls lookahead critical-path
-        # another KV read-ahead rule (`kv_prefetch_edges`' keywords), into gap_read_ahead.json:
-        # here the rule before every layer streamed its first tiles in early; a study, not
-        # what `schedule` makes
+        # another KV read-ahead rule (`readahead.read_ahead_of`'s keywords), into
+        # gap_read_ahead.json: here the fixed rules as they were before every layer streamed
+        # its first tiles in early; a study, not what `schedule` makes
 
 Writes benchmarks/results/gap.json (after each position, so a long run keeps its rows).
 """
@@ -145,13 +145,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="default: results/gap.json, or "
                         "results/gap_read_ahead.json with --read-ahead")  # fmt: skip
     parser.add_argument("--read-ahead", nargs="+", default=[], metavar="KEY=N",
-                        help="kv_prefetch_edges keywords for the problem within L2")  # fmt: skip
+                        help="read-ahead rule and keywords for the problem within L2 "
+                        "(pccx_flow.schedule.readahead.read_ahead_of)")  # fmt: skip
     parser.add_argument(
         "--keep", action="store_true",
         help="keep the rows of other (profile, position) pairs already in --out",
     )  # fmt: skip
     args = parser.parse_args(argv)
-    read_ahead = {k: int(v) for k, v in (a.split("=", 1) for a in args.read_ahead)}
+    read_ahead = {k: int(v) if v.lstrip("-").isdigit() else v
+                  for k, v in (a.split("=", 1) for a in args.read_ahead)}  # fmt: skip
     if args.out is None:
         args.out = HERE / "results" / ("gap_read_ahead.json" if read_ahead else "gap.json")
     rows: list[dict] = []

@@ -1,19 +1,14 @@
-"""Study: KV reads issued as far ahead as L2 allows, against the fixed read-ahead rules.
+"""Study: the stream read-ahead rule `schedule` uses against the fixed rules before it.
 
-`schedule` issues each layer's KV tile reads by fixed order-only edges
-(`pccx_flow.schedule.readahead.kv_prefetch_edges`): at most two K tiles and one V tile of a
-stream in flight, the tile that takes the new row read second. This study drops the edges
-inside a layer (``within_layer=False``: every tile waits only for the previous layer's
-attention) and lets the timeline decide instead (``reserve_bytes``, `problem.admit`): a
-ready KV read is released to the policy only once L2 has room for it and a reserve beside
-the bytes placed nodes hold for readers not placed yet and those of reads released before
-it, or when nothing else is ready (`Timeline.initial_ready`). A second mode keeps one rule
-inside the layer (``new_row_tile_early``): the tile read with the new row goes second,
-before the other tiles of its kind, so its region is placed before they fill L2.
+`schedule` issues each stream's KV tile reads (a layer's tiles of one KV head) one after
+another and has the timeline hold each back until L2 has room for it and a reserve
+(`pccx_flow.schedule.readahead.kv_stream_edges`, `problem.admit`,
+``READ_AHEAD_RESERVE`` = 256 KiB). The fixed rules before it
+(`readahead.kv_prefetch_edges`: at most two K tiles and one V tile of a stream in flight,
+whatever L2 holds) and other reserves are run beside it, for every policy.
 
 Every policy runs as `schedule` runs it (`run_on_problem`: the validator checks L2); a
-policy may still deadlock on memory (one that places from a list of its own, or in random
-order, most often), which is recorded. Each schedule is then lowered to a program
+policy that deadlocks on memory is recorded. Each schedule is then lowered to a program
 (`pccx_flow.board.program.lower`, as `emit` does): the problem's L2 counts bytes, the
 program needs each operand in one contiguous region, so a schedule can fit L2 and still
 not lower.
@@ -48,12 +43,12 @@ from pccx_flow.hardware.profile import load_profile  # noqa: E402
 from pccx_flow.model.config import get_config  # noqa: E402
 from pccx_flow.schedule.metrics import step_bounds  # noqa: E402
 from pccx_flow.schedule.problem import problem_from_graph  # noqa: E402
+from pccx_flow.schedule.readahead import READ_AHEAD_RESERVE  # noqa: E402
 from pccx_flow.schedule.registry import make_policy, run_on_problem  # noqa: E402
 
 POLICIES = ["critical-path", "heft", "etf", "dls", "lookahead", "min-min", "cpop", "random",
             "program-order"]  # fmt: skip
-RESERVES_KIB = (256,)
-EARLY_RESERVES_KIB = (256, 768)  # with the new row's tile read second
+OTHER_RESERVES_KIB = (128, 512)  # beside `READ_AHEAD_RESERVE`, the rule's own
 
 
 def lowers(graph, schedule, profile) -> str | None:
@@ -70,13 +65,10 @@ def bench_point(profile_name: str, position: int, policies: list[str]) -> list[d
     align = row_align_for(target_of(profile))
     with collector_paused(collect_after=True):
         graph = build_decode_graph("e4b", position=position, profile=profile, row_align=align)
-        modes = [("fixed", None)]
-        modes += [(f"space, reserve {k} KiB", {"within_layer": False, "reserve_bytes": k * 1024})
-                  for k in RESERVES_KIB]  # fmt: skip
-        modes += [(f"space, new-row tile second, reserve {k} KiB",
-                   {"within_layer": False, "new_row_tile_early": True,
-                    "reserve_bytes": k * 1024})
-                  for k in EARLY_RESERVES_KIB]  # fmt: skip
+        modes = [("fixed", {"rule": "fixed"}),
+                 (f"stream, reserve {READ_AHEAD_RESERVE // 1024} KiB (schedule)", None)]
+        modes += [(f"stream, reserve {k} KiB", {"reserve_bytes": k * 1024})
+                  for k in OTHER_RESERVES_KIB]  # fmt: skip
         problems = {
             mode: problem_from_graph(graph, profile, memory=True, read_ahead=rule)
             for mode, rule in modes
@@ -113,7 +105,7 @@ def bench_point(profile_name: str, position: int, policies: list[str]) -> list[d
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--positions", type=int, nargs="+", default=[1023, 4095, 8191])
+    parser.add_argument("--positions", type=int, nargs="+", default=[1023, 2047, 4095, 8191])
     parser.add_argument("--profiles", nargs="+", default=["v002-spec", "v002-as-built"])
     parser.add_argument("--policies", nargs="+", default=POLICIES)
     args = parser.parse_args()

@@ -487,16 +487,17 @@ def gap_section(d: dict) -> str:
 def gap_read_ahead_section(d: dict) -> str:
     rule = " ".join(f"{k}={v}" for k, v in d["rows"][0].get("read_ahead", {}).items())
     return (
-        f"**Another KV read-ahead rule** (`bench_gap.py --read-ahead {rule}`: the rule "
-        "before every layer streamed its first KV tiles in during the previous layer's MLP, "
-        "when a layer of more than two key tiles waited for its own attention input (tiles "
-        "in today's read order); a study, not what `schedule` makes, see [What the model "
-        "says](findings.md); columns as above)\n\n" + _gap_table(d)
+        f"**Another KV read-ahead rule** (`bench_gap.py --read-ahead {rule}`: the fixed "
+        "rules as they were before every layer streamed its first KV tiles in during the "
+        "previous layer's MLP, when a layer of more than two key tiles waited for its own "
+        "attention input (tiles in today's read order); a study, not what `schedule` makes, "
+        "see [What the model says](findings.md); columns as above)\n\n" + _gap_table(d)
     )
 
 
 def read_ahead_section(d: dict) -> str:
-    """The study of KV reads issued as far ahead as L2 allows (`bench_read_ahead.py`)."""
+    """The stream read-ahead rule against the fixed rules and other reserves
+    (`bench_read_ahead.py`)."""
     rows = []
     for r in d["rows"]:
         if "error" in r:
@@ -508,12 +509,12 @@ def read_ahead_section(d: dict) -> str:
                      lowers])  # fmt: skip
     head = ["profile", "position", "policy", "KV reads", "vs largest bound", "lowers"]
     return (
-        "**KV reads as far ahead as L2 allows** (`bench_read_ahead.py`: no read-ahead edges "
-        "inside a layer, or only the one that reads the new row's tile second; the timeline "
-        "releases a ready read to the policy once L2 has room for it and a reserve beside "
-        "the bytes held for unplaced readers (`problem.admit`); a study, not what `schedule` "
-        "makes; model estimates; *lowers*: the schedule lowers to a program, else the "
-        "allocator's reason; *fails*: the policy deadlocked on memory)"
+        "**KV read-ahead rules** (`bench_read_ahead.py`: *stream*, what `schedule` uses, "
+        "reads a stream's tiles one after another and the timeline releases each once L2 "
+        "has room for it and the reserve beside the bytes held for unplaced readers "
+        "(`problem.admit`); *fixed*, the rules before it, at most two K tiles and one V "
+        "tile of a stream in flight; model estimates; *lowers*: the schedule lowers to a "
+        "program, else the allocator's reason; *fails*: the policy deadlocked on memory)"
         "\n\n" + _table(head, rows)
     )
 

@@ -337,14 +337,15 @@ class SchedulingProblem:
     def without_order_edges(self) -> SchedulingProblem:
         """The same problem without its order-only edges (``order_edges``): the hardware's.
 
-        Order-only edges are a heuristic's issue order (`pccx_flow.schedule.memory.
-        kv_prefetch_edges`), not a rule of the hardware, and the lower bounds of
+        Order-only edges are a heuristic's issue order (`pccx_flow.schedule.readahead.
+        kv_stream_edges`), not a rule of the hardware, and the lower bounds of
         `pccx_flow.schedule.metrics` ignore them; an exact solver given this problem answers
         the question those bounds are about. Edges marked ``order_only=True`` on the graph
-        itself are data of that graph and stay. Lanes, costs, comm, pools and capacities are
-        the same; each hold keeps its bytes and those of its readers the graph feeds (a
-        reader only through an order-only edge is not a reader of the data). Returns `self`
-        when there are no order-only edges.
+        itself are data of that graph and stay; ``admit`` (the timeline holding KV reads
+        back until L2 has room, a heuristic's too) goes. Lanes, costs, comm, pools and
+        capacities are the same; each hold keeps its bytes and those of its readers the
+        graph feeds (a reader only through an order-only edge is not a reader of the data).
+        Returns `self` when there are no order-only edges.
 
         >>> g = nx.DiGraph([("a", "b")]); g.add_node("c")
         >>> p = SchedulingProblem(g, [Lane("x0", "cpu")], {n: {"x0": 1} for n in "abc"},
@@ -506,15 +507,14 @@ def problem_from_graph(
     instance of each pool `node_resources` names. Communication is free: every lane reads and
     writes the shared L2, so a value produced on one lane is visible to all. With
     ``memory=True`` the problem also carries the profile's L2 (and SFU reach) as capacities
-    and each output tensor's resident bytes as holds (`memory.decode_holds`), and the
-    order-only edges that issue KV tile reads just ahead of use
-    (`pccx_flow.schedule.readahead`; ``problem.order_edges``, the graph is not changed).
-    `read_ahead` overrides `kv_prefetch_edges`' keywords (``exp_lead``,
-    ``early_max_tiles``, ``within_layer``, ...): a study of other read-ahead rules
-    (`benchmarks/bench_gap.py`, `benchmarks/bench_read_ahead.py`). Its ``reserve_bytes``
-    has the timeline hold each KV read back until L2 has room for it and that many bytes
-    more (``problem.admit``), the decision that replaces the edges inside a layer when
-    ``within_layer`` is False.
+    and each output tensor's resident bytes as holds (`memory.decode_holds`), the
+    order-only edges that issue each stream's KV tile reads one after another
+    (`pccx_flow.schedule.readahead.kv_stream_edges`; ``problem.order_edges``, the graph is
+    not changed), and has the timeline hold each read back until L2 has room for it
+    (``problem.admit``, `readahead.READ_AHEAD_RESERVE` bytes beside it). `read_ahead` is a
+    study of other rules (`benchmarks/bench_read_ahead.py`, `benchmarks/bench_gap.py`):
+    ``{"reserve_bytes": N, "exp_lead": N}`` for this rule, ``{"rule": "fixed", ...}`` for
+    `readahead.kv_prefetch_edges`' fixed rules and its keywords (no hold-back).
     """
     from pccx_flow.hardware.cost import cycles_of, node_resources
 
@@ -546,15 +546,11 @@ def problem_from_graph(
     capacities = holds = order_edges = admit = None
     if memory:
         from pccx_flow.schedule.memory import decode_capacities, decode_holds
-        from pccx_flow.schedule.readahead import kv_prefetch_edges
+        from pccx_flow.schedule.readahead import read_ahead_of
 
         capacities = decode_capacities(profile)
         holds = decode_holds(graph, capacities)
-        rule = dict(read_ahead or {})
-        reserve = rule.pop("reserve_bytes", None)
-        order_edges = kv_prefetch_edges(graph, **rule)
-        if reserve is not None:
-            admit = {n: reserve for n, a in graph.nodes(data=True) if a.get("kernel") == "kv_read"}
+        order_edges, admit = read_ahead_of(graph, read_ahead)
     return SchedulingProblem(
         graph,
         lanes,

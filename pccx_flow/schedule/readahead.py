@@ -4,12 +4,19 @@ A ``kv_read`` MEMCPY has no inputs, so a list scheduler may place it at any time
 priority policies place long DMA reads early: the whole context of every layer would be
 resident in L2 at once. The edges here (``problem.order_edges``; the decode graph is not
 changed) bound how far ahead each stream of tiles (a layer's rows of one KV head) is read.
-`kv_prefetch_edges` issues each tile just ahead of its use by fixed rules.
-"""
 
+- `kv_stream_edges`, what `schedule` uses: a stream's tiles are read one after another,
+  each as soon as L2 has room for it (the timeline decides: `problem.admit`,
+  `READ_AHEAD_RESERVE`), the key tiles never more than `EXP_LEAD` ahead of the work that
+  frees their scores' exponentials.
+- `kv_prefetch_edges`, the fixed rules before it (a study: ``read_ahead={"rule":
+  "fixed"}`` in `pccx_flow.schedule.problem.problem_from_graph`): each tile just ahead of
+  its use, at most two K tiles and one V tile of a stream in flight, whatever L2 holds.
+"""
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
+from typing import Any
 
 import networkx as nx
 
@@ -71,13 +78,176 @@ V_AFTER_EARLIER_K_MAX_TILES = 2
 DOUBLE_LAST_V = True
 
 
+Stream = tuple[int, int]  # (layer, KV head); a read without a head (a hand-made graph's): -1
+
+
+def _check_lead(exp_lead: int) -> None:
+    if exp_lead < 1:
+        raise InputError(
+            f"exp_lead must be at least 1 (a K tile cannot wait for the ·V of its own "
+            f"scores), got {exp_lead}"
+        )
+
+
+def _after(graph: nx.DiGraph, node: Node) -> list[Node]:
+    return sorted(graph.successors(node), key=str)
+
+
+def _with_new_row(graph: nx.DiGraph, tile: Node) -> bool:
+    """Whether the tile's readers also read this step's K or V row (one operand with it)."""
+    return any(graph.nodes[w]["kernel"] == "kv_write"
+               for r in graph.successors(tile) for w in graph.predecessors(r))  # fmt: skip
+
+
+def stream_reads(graph: nx.DiGraph) -> tuple[dict[tuple[Stream, str], list[Node]], set[int]]:
+    """Each stream's K and V tile reads in *read order* (`kv_prefetch_edges`: by position,
+    the tile read with the new row second when there are three or more), keyed by
+    ``(stream, kind)``, and the layers that write this step's K/V row (own KV cache)."""
+    reads: dict[tuple[Stream, str], list[Node]] = {}
+    own_rows: set[int] = set()
+    for n, a in graph.nodes(data=True):
+        if a.get("kernel") == "kv_read":
+            stream = (int(a["layer"]), int(a["params"].get("kv_head", -1)))
+            reads.setdefault((stream, a["params"]["kind"]), []).append(n)
+        elif a.get("kernel") == "kv_write":
+            own_rows.add(int(a["layer"]))
+    for nodes in reads.values():
+        nodes.sort(key=lambda n: graph.nodes[n]["params"]["positions"][0])
+        if len(nodes) > 2 and _with_new_row(graph, nodes[-1]):  # read second
+            nodes.insert(1, nodes.pop())
+    return reads, own_rows
+
+
+def _doubled(reads: dict, own_rows: set[int], stream: Stream, double_last_v: bool) -> int:
+    """Tiles of a stream whose last V tile is double buffered (0: none; `DOUBLE_LAST_V`)."""
+    k_tiles, v_tiles = reads.get((stream, "k"), ()), reads.get((stream, "v"), ())
+    if not double_last_v or len(k_tiles) != len(v_tiles):
+        return 0
+    if len(v_tiles) >= 3 or (len(v_tiles) == 2 and stream[0] not in own_rows):
+        return len(v_tiles)
+    return 0
+
+
+def _anchors(
+    graph: nx.DiGraph, reads: dict, own_rows: set[int], double_last_v: bool,
+    early_max_tiles: int | None,
+) -> dict[Stream, list[Node]]:  # fmt: skip
+    """Where a stream's first tiles may be issued: once the previous layer's stream of the
+    same head has finished its attention (every reader of its last K and V tiles in read
+    order, and of the V tile before the last when that is double buffered), so they stream
+    in during that layer's MLP instead of after this layer's projections; a head's first
+    stream, or with `early_max_tiles` N a stream of more than N key tiles, waits for its
+    layer's attention input."""
+    streams = sorted({stream for stream, _ in reads})
+    done: dict[Stream, list[Node]] = {}
+    for stream in streams:
+        last = [reads[(stream, kind)][-1] for kind in ("k", "v") if (stream, kind) in reads]
+        if _doubled(reads, own_rows, stream, double_last_v) >= 3:
+            last.append(reads[(stream, "v")][-2])  # the tile before the last V may end last
+        done[stream] = sorted({r for n in last for r in _after(graph, n)}, key=str)
+    anchor: dict[Stream, list[Node]] = {}
+    previous: dict[int, Stream] = {}  # per head, its last stream so far
+    for stream in streams:
+        layer, head = stream
+        if head in previous and _streams_early(reads, stream, early_max_tiles):
+            anchor[stream] = done[previous[head]]
+        else:
+            q0 = f"L{layer:02d}.attn.q_proj.h0"  # node ids are stable (graph.nodes)
+            anchor[stream] = sorted(graph.predecessors(q0), key=str) if q0 in graph else []
+        previous[head] = stream
+    return anchor
+
+
+def _streams_early(reads: dict, stream: Stream, early_max_tiles: int | None) -> bool:
+    """Whether a stream's first tiles come in during the previous layer's MLP."""
+    return early_max_tiles is None or len(reads.get((stream, "k"), ())) <= early_max_tiles
+
+
+def _exp_readers(graph: nx.DiGraph, k_tile: Node) -> list[Node]:
+    """What frees the exponentials of a K tile's scores: every reader of their EXPs."""
+    exps = [x for sc in _after(graph, k_tile) for x in _after(graph, sc)
+            if graph.nodes[x]["func"] == "EXP"]  # fmt: skip
+    return [r for x in exps for r in _after(graph, x)]
+
+
+# How many bytes beside a KV read the timeline wants free before it releases the read
+# (`problem.admit`): one E4B tile. critical-path's step within L2 was the same with 128 KiB,
+# 256 KiB and 512 KiB at 1023, 4095 and 8191 on both profiles; heft's moved by up to
+# 0.35 points either way (`benchmarks/bench_read_ahead.py` compares reserves).
+READ_AHEAD_RESERVE = 256 * 1024
+
+
+def read_order(k_tiles: list[Node], v_tiles: list[Node]) -> list[Node]:
+    """A stream's reads as `kv_stream_edges` issues them: K tiles 0 and 1, V tile 0, then
+    K tile t and V tile t - 1 for t = 2, 3, ..., then the last V tile (each list in read
+    order, `stream_reads`). A V tile's ·V needs its own K tile's scores first, so the next
+    K tile is the more urgent read."""
+    order: list[Node] = []
+    for t in range(max(len(k_tiles), len(v_tiles)) + 1):
+        order += k_tiles[t : t + 1]
+        if t >= 1:
+            order += v_tiles[t - 1 : t]
+    return order
+
+
+def kv_stream_edges(graph: nx.DiGraph, exp_lead: int = EXP_LEAD) -> list[tuple[Node, Node]]:
+    """Order-only edges that issue a stream's KV tile reads one after another, as far
+    ahead as L2 has room: the read-ahead rule `schedule` uses.
+
+    Per stream (a layer's tiles of one KV head; tiles in read order, `stream_reads`):
+
+    - every tile waits for the previous layer's attention of that head (its first stream:
+      the layer's attention input), as the first tiles of `kv_prefetch_edges` do;
+    - each read waits for the read before it in `read_order` (K 0, K 1, V 0, K 2, V 1, ...);
+    - K tile t >= `exp_lead` waits for the work that frees the exponentials of K tile
+      t - `exp_lead` (its REDUCE_SUM and ·V, `EXP_LEAD`): scores never run more than that
+      many tiles ahead, so they cannot fill the SFU's window (``l2_reach``) ahead of the
+      work that empties it;
+    - the layer's write of this step's K (V) row waits for the read of the tile it is
+      written into: the program keeps a tile and its new row in one L2 region, placed when
+      its first part is produced (`pccx_flow.board.program.addresses`), so the region is
+      placed with the read and not, after the K projection, where a fragmented L2 may have
+      no tile-sized hole left (E4B at 2047 on `v002-as-built` did not lower without it).
+
+    How far ahead the chain runs is left to the timeline: a read is released to the policy
+    only once L2 has room for it and `READ_AHEAD_RESERVE` bytes beside what placed nodes
+    hold and earlier released reads will take (`problem.admit`, set by
+    `pccx_flow.schedule.problem.problem_from_graph`). Without that the chain alone would let
+    a policy read a whole layer ahead. The edges within a stream join nodes of one lane
+    (the DMA's): critical-path leaves them out of its levels (`pccx_flow.schedule.policies.
+    critical_path.issue_order_edges`).
+
+    Against the fixed rules, E4B within L2 (largest bound; model estimates), critical-path
+    at 0 / 1023 / 2047 / 4095 / 8191 went from 0.79 / 1.14 / 1.31 / 1.49 / 1.44 % to
+    0.79 / 0.74 / 1.35 / 1.55 / 1.37 % on `v002-spec` and from 0.62 / 0.69 / 1.44 / 2.93 /
+    2.49 % to 0.62 / 0.72 / 1.25 / 2.42 / 1.75 % on `v002-as-built`; heft from 2.57 % to
+    2.29 % at 8191 there (`benchmarks/bench_read_ahead.py`).
+    """
+    _check_lead(exp_lead)
+    reads, own_rows = stream_reads(graph)
+    anchor = _anchors(graph, reads, own_rows, DOUBLE_LAST_V, None)
+    edges: list[tuple[Node, Node]] = []
+    for stream in sorted({stream for stream, _ in reads}):
+        k_tiles, v_tiles = reads.get((stream, "k"), []), reads.get((stream, "v"), [])
+        order = read_order(k_tiles, v_tiles)
+        edges.extend((u, n) for n in order for u in anchor[stream] if u != n)
+        edges.extend(zip(order, order[1:], strict=False))
+        for t in range(exp_lead, len(k_tiles)):
+            edges.extend((r, k_tiles[t]) for r in _exp_readers(graph, k_tiles[t - exp_lead]))
+        for tile in order:
+            if _with_new_row(graph, tile):
+                writes = {w for r in graph.successors(tile) for w in graph.predecessors(r)
+                          if graph.nodes[w]["kernel"] == "kv_write"
+                          and graph.nodes[w]["layer"] == stream[0]}  # fmt: skip
+                edges.extend((tile, w) for w in sorted(writes, key=str))
+    return edges
+
+
 def kv_prefetch_edges(
     graph: nx.DiGraph,
     exp_lead: int = EXP_LEAD,
     early_max_tiles: int | None = None,
     double_last_v: bool = DOUBLE_LAST_V,
-    within_layer: bool = True,
-    new_row_tile_early: bool = False,
 ) -> list[tuple[Node, Node]]:
     """Order-only edges that issue each layer's KV tile reads just ahead of their use.
 
@@ -136,96 +306,29 @@ def kv_prefetch_edges(
     The edges carry no tensor: they go into the scheduling problem
     (`problem_from_graph(memory=True)`), not into the decode graph, and they free no
     memory (a hold's readers are the nodes that read its tensor).
-
-    With `within_layer` False every tile of a stream waits only for what its first tiles
-    wait for (the previous layer's attention): how far a layer reads ahead is then left to
-    the policy, which must keep L2 from filling with reads whose readers it has not placed
-    (``read_ahead={"reserve_bytes": ...}`` in `problem_from_graph` has the timeline
-    release a read only once L2 has room for it and the reserve, `problem.admit`;
-    `benchmarks/bench_read_ahead.py`, a study, not what `schedule` makes). With
-    `new_row_tile_early` as well, the tile read with the new row still goes second: every
-    tile of its kind but the first waits for its read, so its region is placed before the
-    others fill L2.
     """
-    if exp_lead < 1:
-        raise InputError(
-            f"exp_lead must be at least 1 (a K tile cannot wait for the ·V of its own "
-            f"scores), got {exp_lead}"
-        )
-    # a stream (docstring): (layer, KV head); a read without a head (a hand-made graph's)
-    # is the layer's one stream, head -1
-    reads: dict[tuple[tuple[int, int], str], list[Node]] = {}
-    own_rows: set[int] = set()  # layers that write this step's K/V row (own KV cache)
-    for n, a in graph.nodes(data=True):
-        if a.get("kernel") == "kv_read":
-            stream = (int(a["layer"]), int(a["params"].get("kv_head", -1)))
-            reads.setdefault((stream, a["params"]["kind"]), []).append(n)
-        elif a.get("kernel") == "kv_write":
-            own_rows.add(int(a["layer"]))
-
-    def with_new_row(tile: Node) -> bool:  # its readers also read this step's K or V row
-        return any(graph.nodes[w]["kernel"] == "kv_write"
-                   for r in graph.successors(tile) for w in graph.predecessors(r))  # fmt: skip
-
-    for nodes in reads.values():
-        nodes.sort(key=lambda n: graph.nodes[n]["params"]["positions"][0])
-        if len(nodes) > 2 and with_new_row(nodes[-1]):  # read second (docstring)
-            nodes.insert(1, nodes.pop())
+    _check_lead(exp_lead)
+    reads, own_rows = stream_reads(graph)
+    anchor = _anchors(graph, reads, own_rows, double_last_v, early_max_tiles)
     edges: list[tuple[Node, Node]] = []
 
     def after(node: Node) -> list[Node]:
-        return sorted(graph.successors(node), key=str)
+        return _after(graph, node)
 
-    # Where a stream's first tiles may be issued: once the previous layer's stream of the
-    # same head has finished its attention (every reader of its last K and V tiles), so they
-    # stream in during that layer's MLP instead of after this layer's projections; a
-    # head's first stream waits for its layer's attention input.
-    streams = sorted({stream for stream, _ in reads})
+    def doubled(stream: Stream) -> int:
+        return _doubled(reads, own_rows, stream, double_last_v)
 
-    def doubled(stream: tuple[int, int]) -> int:  # tiles whose last V tile is double buffered
-        k_tiles, v_tiles = reads.get((stream, "k"), ()), reads.get((stream, "v"), ())
-        if not double_last_v or len(k_tiles) != len(v_tiles):
-            return 0
-        if len(v_tiles) >= 3 or (len(v_tiles) == 2 and stream[0] not in own_rows):
-            return len(v_tiles)
-        return 0
-
-    done: dict[tuple[int, int], list[Node]] = {}
-    for stream in streams:
-        last = [reads[(stream, kind)][-1] for kind in ("k", "v") if (stream, kind) in reads]
-        if doubled(stream) >= 3:  # the tile before the last V tile may be read last
-            last.append(reads[(stream, "v")][-2])
-        done[stream] = sorted({r for n in last for r in after(n)}, key=str)
-
-    def streams_early(stream: tuple[int, int]) -> bool:  # first tiles in during the last MLP
-        return early_max_tiles is None or len(reads.get((stream, "k"), ())) <= early_max_tiles
-
-    anchor: dict[tuple[int, int], list[Node]] = {}
-    previous: dict[int, tuple[int, int]] = {}  # per head, its last stream so far
-    for stream in streams:
-        layer, head = stream
-        if head in previous and streams_early(stream):
-            anchor[stream] = done[previous[head]]
-        else:
-            q0 = f"L{layer:02d}.attn.q_proj.h0"  # node ids are stable (graph.nodes)
-            anchor[stream] = sorted(graph.predecessors(q0), key=str) if q0 in graph else []
-        previous[head] = stream
+    def streams_early(stream: Stream) -> bool:
+        return _streams_early(reads, stream, early_max_tiles)
 
     for (stream, kind), nodes in sorted(reads.items()):
-        if not within_layer:
-            edges.extend((u, n) for n in nodes for u in anchor[stream] if u != n)
-            if new_row_tile_early and len(nodes) > 2 and with_new_row(nodes[1]):
-                edges.extend((nodes[1], n) for n in nodes[2:])  # read order (above)
-            continue
         if kind == "k":
             for t, n in enumerate(nodes):
                 sources = anchor[stream]
                 if t >= 2:
                     sources = after(nodes[t - 2])
                 if t >= exp_lead:
-                    exps = [x for sc in after(nodes[t - exp_lead]) for x in after(sc)
-                            if graph.nodes[x]["func"] == "EXP"]  # fmt: skip
-                    sources = sources + [r for x in exps for r in after(x)]
+                    sources = sources + _exp_readers(graph, nodes[t - exp_lead])
                 edges.extend((u, n) for u in sources if u != n)
             continue
         k_reads = reads.get((stream, "k"), [])
@@ -246,3 +349,33 @@ def kv_prefetch_edges(
                     sources += after(k_reads[k])
             edges.extend((u, n) for u in sources if u != n)
     return edges
+
+
+READ_AHEAD_RULES = ("stream", "fixed")
+
+
+def read_ahead_of(
+    graph: nx.DiGraph, study: Mapping[str, Any] | None = None
+) -> tuple[list[tuple[Node, Node]], dict[Node, int] | None]:
+    """``(order_edges, admit)`` of a decode graph's problem within L2: `kv_stream_edges`
+    and every KV read held back with `READ_AHEAD_RESERVE` bytes, or what `study` names
+    (``{"rule": "fixed", ...}``: `kv_prefetch_edges` with those keywords, nothing held
+    back; ``{"reserve_bytes": N, "exp_lead": N}``: this rule with another reserve or lead).
+    """
+    keywords = dict(study or {})
+    rule = keywords.pop("rule", "stream")
+    if rule not in READ_AHEAD_RULES:
+        raise InputError(
+            f"unknown read-ahead rule {rule!r}; the rules are {', '.join(READ_AHEAD_RULES)}"
+        )
+    try:
+        if rule == "fixed":
+            return kv_prefetch_edges(graph, **keywords), None
+        reserve = keywords.pop("reserve_bytes", READ_AHEAD_RESERVE)
+        if not isinstance(reserve, int) or reserve < 0:
+            raise InputError(f"reserve_bytes must be a whole number of bytes >= 0, got {reserve!r}")
+        edges = kv_stream_edges(graph, **keywords)
+    except TypeError as exc:  # a keyword the rule does not take
+        raise InputError(f"read-ahead rule {rule!r}: {exc}") from None
+    reads = (n for n, a in graph.nodes(data=True) if a.get("kernel") == "kv_read")
+    return edges, {n: reserve for n in reads}

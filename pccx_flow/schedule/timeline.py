@@ -588,8 +588,8 @@ class Timeline:
         return (
             f"memory deadlock: node {node!r} needs {nbytes:,} bytes of {cap!r} "
             f"({ledger.size:,} bytes) but {holders} placed nodes hold {ledger.open_bytes:,} "
-            f"bytes for consumers not placed yet; this placement order cannot fit, use a "
-            f"policy that places consumers sooner or a larger capacity"
+            f"bytes for consumers not placed yet; use a policy that places consumers sooner "
+            f"or a larger capacity"
         )
 
     def _allocate(self, node: Node, slot: Slot) -> None:

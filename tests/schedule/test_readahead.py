@@ -9,8 +9,15 @@ from pccx_flow.errors import InputError
 from pccx_flow.graph.build import build_decode_graph
 from pccx_flow.hardware.profile import load_profile
 from pccx_flow.schedule.problem import problem_from_graph
-from pccx_flow.schedule.readahead import EXP_LEAD, kv_prefetch_edges
+from pccx_flow.schedule.readahead import (
+    EXP_LEAD,
+    READ_AHEAD_RESERVE,
+    kv_prefetch_edges,
+    read_order,
+)
 from pccx_flow.schedule.registry import make_policy, run_on_problem
+
+FIXED = {"rule": "fixed"}  # the fixed rules (`kv_prefetch_edges`), a study
 
 
 def _layer_reads(graph, layer, head=0):
@@ -52,7 +59,7 @@ def test_a_short_context_streams_in_during_the_previous_layers_mlp(head):
     and the scores of K tile 0 (freed first: they need no new K row), not of K tile 1."""
     profile = load_profile("v002-spec")
     graph = build_decode_graph("tiny", position=40, tile_rows=32, profile=profile)
-    problem = problem_from_graph(graph, profile, memory=True)
+    problem = problem_from_graph(graph, profile, memory=True, read_ahead=FIXED)
     _, k, v = _layer_reads(graph, 4, head)
     assert len(k) == len(v) == 2
     done = _previous_attention_done(graph, 4, head)
@@ -70,8 +77,10 @@ def test_a_two_tile_layer_sharing_kv_reads_v_tile_1_during_the_v_of_tile_0():
     profile = load_profile("v002-spec")
     graph = build_decode_graph("tiny", position=40, tile_rows=32, profile=profile)
     assert "L09.attn.k_write.g0" not in graph and "L04.attn.k_write.g0" in graph
-    problem = problem_from_graph(graph, profile, memory=True)
-    single = problem_from_graph(graph, profile, memory=True, read_ahead={"double_last_v": False})
+    problem = problem_from_graph(graph, profile, memory=True, read_ahead=FIXED)
+    single = problem_from_graph(
+        graph, profile, memory=True, read_ahead={**FIXED, "double_last_v": False}
+    )
     for layer in (4, 9):
         _, k, v = _layer_reads(graph, layer)
         assert len(k) == len(v) == 2
@@ -84,7 +93,7 @@ def test_a_two_tile_layer_sharing_kv_reads_v_tile_1_during_the_v_of_tile_0():
 def test_kv_reads_are_issued_just_ahead_of_use_the_tile_with_the_new_row_second():
     profile = load_profile("v002-spec")
     graph = build_decode_graph("tiny", position=40, tile_rows=16, profile=profile)
-    problem = problem_from_graph(graph, profile, memory=True)
+    problem = problem_from_graph(graph, profile, memory=True, read_ahead=FIXED)
     assert problem.source is graph and not any(
         "order_only" in d for *_, d in graph.edges(data=True)
     )
@@ -121,27 +130,60 @@ def test_kv_reads_are_issued_just_ahead_of_use_the_tile_with_the_new_row_second(
     assert all(graph.nodes[s]["kernel"] == "attn_scores" for s in after[k[1]])
 
 
-def test_without_rules_inside_a_layer_every_tile_waits_only_for_the_previous_attention():
-    """``within_layer=False`` (`benchmarks/bench_read_ahead.py`'s study): every K and V
-    tile of a stream waits for what its first tiles wait for, and for nothing else."""
+def _freed_by(graph, k_tile):
+    """The readers of the EXPs of a K tile's scores (what frees their exponentials)."""
+    exps = {x for sc in graph.successors(k_tile) for x in graph.successors(sc)
+            if graph.nodes[x]["func"] == "EXP"}  # fmt: skip
+    return {r for x in exps for r in graph.successors(x)}
+
+
+@pytest.mark.parametrize("position", [40, 60])
+def test_the_stream_rule_reads_one_tile_after_another_as_l2_has_room(position):
+    """What `schedule` uses: every tile of a stream waits for the previous layer's
+    attention of its head and for the read before it in read order (K 0, K 1, V 0, K 2,
+    V 1, ..., the tile with the new row second of its kind), K tile t >= 3 also for what
+    frees the exponentials of K tile t - 3, the layer's K (V) row write for its tile's
+    read; and every read is held back until L2 has room (`problem.admit`)."""
+    profile = load_profile("v002-spec")
+    graph = build_decode_graph("tiny", position=position, tile_rows=16, profile=profile)
+    problem = problem_from_graph(graph, profile, memory=True)
+    reads, k, v = _layer_reads(graph, 4)
+    tiles = len(k)
+    assert tiles == len(v) == (3 if position == 40 else 4)
+    k = [k[0], k[-1], *k[1:-1]]  # read order: the tile with the new row second
+    v = [v[0], v[-1], *v[1:-1]]
+    order = [k[0], k[1], v[0], k[2], v[1]] + ([k[3], v[2], v[3]] if tiles == 4 else [v[2]])
+    assert read_order(k, v) == order
+    done = _previous_attention_done(graph, 4)
+    chain = dict(zip(order[1:], order, strict=False))
+    for n in order:
+        expected = done | ({chain[n]} if n in chain else set())
+        if tiles == 4 and n == k[3]:
+            expected |= _freed_by(graph, k[0])  # EXP_LEAD tiles ahead
+        assert set(problem.preds[n]) == expected, n
+    for kind, tile in (("k", k[1]), ("v", v[1])):
+        write = f"L04.attn.{kind}_write.g0"
+        assert tile in problem.preds[write] and (tile, write) in problem.order_edges
+    assert problem.admit == dict.fromkeys(
+        (n for n in graph if graph.nodes[n]["kernel"] == "kv_read"), READ_AHEAD_RESERVE
+    )
+    fixed = problem_from_graph(graph, profile, memory=True, read_ahead=FIXED)
+    assert not fixed.admit and set(fixed.preds[k[2]]) == set(graph.successors(k[0]))
+
+
+def test_a_study_names_a_rule_and_its_keywords_or_gets_one_line():
     profile = load_profile("v002-spec")
     graph = build_decode_graph("tiny", position=40, tile_rows=16, profile=profile)
-    problem = problem_from_graph(graph, profile, memory=True, read_ahead={"within_layer": False})
-    reads, k, v = _layer_reads(graph, 4)
-    assert len(k) == len(v) == 3
-    done = _previous_attention_done(graph, 4)
-    assert done and all(set(problem.preds[n]) == done for n in reads)
-    fixed = problem_from_graph(graph, profile, memory=True)
-    assert set(fixed.preds[k[1]]) != done  # the rules' third K tile waits for K tile 0's
-    # `new_row_tile_early`: the tile read with the new row (the last by position) still
-    # goes second, so every other tile of its kind but the first waits for its read
-    early = problem_from_graph(
-        graph, profile, memory=True,
-        read_ahead={"within_layer": False, "new_row_tile_early": True},
-    )  # fmt: skip
-    for tiles in (k, v):
-        assert set(early.preds[tiles[0]]) == set(early.preds[tiles[2]]) == done
-        assert set(early.preds[tiles[1]]) == done | {tiles[2]}
+    other = problem_from_graph(graph, profile, memory=True, read_ahead={"reserve_bytes": 1})
+    assert set(other.admit.values()) == {1}
+    for study, message in (
+        ({"rule": "fastest"}, "unknown read-ahead rule 'fastest'; the rules are stream, fixed"),
+        ({"reserve_bytes": -1}, "reserve_bytes must be a whole number of bytes >= 0, got -1"),
+        ({"double_last_v": False}, "read-ahead rule 'stream': .*double_last_v"),
+        ({"rule": "fixed", "reserve_bytes": 8}, "read-ahead rule 'fixed': .*reserve_bytes"),
+    ):
+        with pytest.raises(InputError, match=message):
+            problem_from_graph(graph, profile, memory=True, read_ahead=study)
 
 
 def test_a_study_may_keep_the_last_v_tile_single_buffered():
@@ -149,7 +191,9 @@ def test_a_study_may_keep_the_last_v_tile_single_buffered():
     every other V tile does, and the next layer for the last tiles' readers only."""
     profile = load_profile("v002-spec")
     graph = build_decode_graph("tiny", position=40, tile_rows=16, profile=profile)
-    problem = problem_from_graph(graph, profile, memory=True, read_ahead={"double_last_v": False})
+    problem = problem_from_graph(
+        graph, profile, memory=True, read_ahead={**FIXED, "double_last_v": False}
+    )
     _, k, v = _layer_reads(graph, 4)
     order_k, order_v = [k[0], k[2], k[1]], [v[0], v[2], v[1]]
     after = {n: set(graph.successors(n)) for n in (*k, *v)}
@@ -163,7 +207,7 @@ def test_a_last_tile_read_without_the_new_row_keeps_its_place():
     read on its own, so the tiles go in position order: K tile 2 waits for tile 0's scores."""
     profile = load_profile("v002-spec")
     graph = build_decode_graph("tiny", position=24, tile_rows=8, profile=profile)
-    problem = problem_from_graph(graph, profile, memory=True)
+    problem = problem_from_graph(graph, profile, memory=True, read_ahead=FIXED)
     _, k, _ = _layer_reads(graph, 4)
     assert len(k) == 3 and not any(
         w == "L04.attn.k_write.g0" for r in graph.successors(k[2]) for w in graph.predecessors(r)
@@ -176,7 +220,9 @@ def test_a_study_may_keep_long_contexts_from_streaming_in_early():
     of more than N key tiles waits for its own attention input, V tile 0 for K tile 0."""
     profile = load_profile("v002-spec")
     graph = build_decode_graph("tiny", position=40, tile_rows=16, profile=profile)
-    problem = problem_from_graph(graph, profile, memory=True, read_ahead={"early_max_tiles": 2})
+    problem = problem_from_graph(
+        graph, profile, memory=True, read_ahead={**FIXED, "early_max_tiles": 2}
+    )
     _, k, v = _layer_reads(graph, 4)
     q_in = set(graph.predecessors("L04.attn.q_proj.h0"))
     pred = {n: set(problem.preds[n]) for n in (*k, *v)}
@@ -226,7 +272,7 @@ def test_scores_run_three_tiles_ahead_of_the_v_that_frees_their_exponentials():
     for name in ("v002-spec", "v002-as-built"):
         profile = load_profile(name)
         graph = build_decode_graph("tiny", position=60, tile_rows=16, profile=profile)
-        problem = problem_from_graph(graph, profile, memory=True)
+        problem = problem_from_graph(graph, profile, memory=True, read_ahead=FIXED)
         _, k, _ = _layer_reads(graph, 4)
         assert len(k) == 4 and EXP_LEAD == 3  # 60 past rows in 16-key tiles
 
@@ -239,23 +285,22 @@ def test_scores_run_three_tiles_ahead_of_the_v_that_frees_their_exponentials():
         pred = {n: set(problem.preds[n]) for n in k}
         assert pred[k[2]] == set(graph.successors(k[0]))  # scores only: t - 3 < 0
         assert pred[k[3]] == set(graph.successors(k[1])) | freed_by(k[0])
-        two = problem_from_graph(graph, profile, memory=True, read_ahead={"exp_lead": 2})
+        two = problem_from_graph(graph, profile, memory=True, read_ahead={**FIXED, "exp_lead": 2})
         assert set(two.preds[k[3]]) == set(graph.successors(k[1])) | freed_by(k[1])
     # a K tile cannot wait for the ·V of its own scores: a lead below 1 is refused
     with pytest.raises(InputError, match="exp_lead must be at least 1"):
-        problem_from_graph(graph, profile, memory=True, read_ahead={"exp_lead": 0})
+        problem_from_graph(graph, profile, memory=True, read_ahead={**FIXED, "exp_lead": 0})
 
 
 @pytest.mark.parametrize("policy", ["critical-path", "heft", "lookahead"])
 def test_reads_released_as_l2_allows_keep_l2_and_wait_for_room(policy):
-    """``reserve_bytes``: without the rules inside a layer the timeline releases a KV read
-    only once L2 has room for it and the reserve. On tiny with a 6 KiB L2 (its tiles are
-    256 B at most, no node demands more than 1 KiB; with 4 KiB the rest of the step leaves
-    no tile room and the policy deadlocks) every schedule keeps L2 (the validator) and
-    some reads start later than with the whole L2, where each goes when it is ready."""
+    """The timeline releases a KV read only once L2 has room for it and the reserve (here
+    ``reserve_bytes`` 1 KiB). On tiny with a 6 KiB L2 (its tiles are 256 B at most, no node
+    demands more than 1 KiB) every schedule keeps L2 (the validator) and some reads start
+    later than with the whole L2, where each goes once the read before it is in."""
     profile = load_profile("v002-spec")
     graph = build_decode_graph("tiny", position=40, tile_rows=16, profile=profile)
-    rule = {"within_layer": False, "reserve_bytes": 1024}
+    rule = {"reserve_bytes": 1024}
     whole = problem_from_graph(graph, profile, memory=True, read_ahead=rule)
     small = problem_from_graph(graph, profile, memory=True, read_ahead=rule)
     reads = [n for n in small.order if graph.nodes[n]["kernel"] == "kv_read"]
