@@ -1,11 +1,12 @@
-"""Study: the stream read-ahead rule `schedule` uses against the fixed rules before it.
+"""Study: KV reads issued as far ahead as L2 has room, against the fixed rules `schedule` uses.
 
-`schedule` issues each stream's KV tile reads (a layer's tiles of one KV head) one after
-another and has the timeline hold each back until L2 has room for it and a reserve
-(`pccx_flow.schedule.readahead.kv_stream_edges`, `problem.admit`,
-``READ_AHEAD_RESERVE`` = 256 KiB). The fixed rules before it
-(`readahead.kv_prefetch_edges`: at most two K tiles and one V tile of a stream in flight,
-whatever L2 holds) and other reserves are run beside it, for every policy.
+`schedule` issues each stream's KV tile reads (a layer's tiles of one KV head) by fixed
+rules (`pccx_flow.schedule.readahead.kv_prefetch_edges`: at most two K tiles and one V
+tile of a stream in flight, whatever L2 holds). The stream rule reads a stream's tiles one
+after another and has the timeline hold each back until L2 has room for it and a reserve
+(`readahead.kv_stream_edges`, `problem.admit`, ``READ_AHEAD_RESERVE`` = 256 KiB). Both run
+for every policy. Positions 700 and 1400 have a short last tile (188 and 376 rows and the
+new row), where the stream rule's programs often do not lower.
 
 Every policy runs as `schedule` runs it (`run_on_problem`: the validator checks L2); a
 policy that deadlocks on memory is recorded. Each schedule is then lowered to a program
@@ -18,8 +19,12 @@ reports (the bounds walk data edges only: the same for every mode's problem).
 
     python benchmarks/bench_read_ahead.py
     python benchmarks/bench_read_ahead.py --positions 2047 --profiles v002-as-built
+    python benchmarks/bench_read_ahead.py --name read_ahead_lowering \
+        --positions 520 568 616 664 712 760 808 856 904 952 1000 1100 1400 \
+        --policies critical-path heft --reserves 512 768
+        # where programs lower (short last tiles), and larger reserves
 
-Writes benchmarks/results/read_ahead.json.
+Writes benchmarks/results/read_ahead.json (or `--name`'s).
 """
 
 from __future__ import annotations
@@ -48,7 +53,6 @@ from pccx_flow.schedule.registry import make_policy, run_on_problem  # noqa: E40
 
 POLICIES = ["critical-path", "heft", "etf", "dls", "lookahead", "min-min", "cpop", "random",
             "program-order"]  # fmt: skip
-OTHER_RESERVES_KIB = (128, 512)  # beside `READ_AHEAD_RESERVE`, the rule's own
 
 
 def lowers(graph, schedule, profile) -> str | None:
@@ -60,20 +64,22 @@ def lowers(graph, schedule, profile) -> str | None:
     return None
 
 
-def bench_point(profile_name: str, position: int, policies: list[str]) -> list[dict]:
+def bench_point(
+    profile_name: str, position: int, policies: list[str], reserves: tuple[int, ...] = ()
+) -> list[dict]:
     profile = load_profile(profile_name)
     align = row_align_for(target_of(profile))
     with collector_paused(collect_after=True):
         graph = build_decode_graph("e4b", position=position, profile=profile, row_align=align)
-        modes = [("fixed", {"rule": "fixed"}),
-                 (f"stream, reserve {READ_AHEAD_RESERVE // 1024} KiB (schedule)", None)]
-        modes += [(f"stream, reserve {k} KiB", {"reserve_bytes": k * 1024})
-                  for k in OTHER_RESERVES_KIB]  # fmt: skip
+        modes = [("fixed (schedule)", None),
+                 (f"stream, reserve {READ_AHEAD_RESERVE // 1024} KiB", {"rule": "stream"})]
+        modes += [(f"stream, reserve {k} KiB", {"rule": "stream", "reserve_bytes": k * 1024})
+                  for k in reserves]  # fmt: skip
         problems = {
             mode: problem_from_graph(graph, profile, memory=True, read_ahead=rule)
             for mode, rule in modes
         }
-        bounds = step_bounds(problems["fixed"], profile)
+        bounds = step_bounds(problems["fixed (schedule)"], profile)
         largest = bounds["bounds_cycles"][bounds["largest_bound"]]
         rows = []
         for policy in policies:
@@ -105,16 +111,21 @@ def bench_point(profile_name: str, position: int, policies: list[str]) -> list[d
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--positions", type=int, nargs="+", default=[1023, 2047, 4095, 8191])
+    parser.add_argument("--positions", type=int, nargs="+",
+                        default=[700, 1023, 1400, 2047, 4095, 8191])  # fmt: skip
     parser.add_argument("--profiles", nargs="+", default=["v002-spec", "v002-as-built"])
     parser.add_argument("--policies", nargs="+", default=POLICIES)
+    parser.add_argument("--reserves", type=int, nargs="+", default=[], metavar="KIB",
+                        help="other reserves of the stream rule to run beside its own")  # fmt: skip
+    parser.add_argument("--name", default="read_ahead",
+                        help="writes results/NAME.json")  # fmt: skip
     args = parser.parse_args()
     rows = []
     for profile in args.profiles:
         for position in args.positions:
-            rows += bench_point(profile, position, args.policies)
+            rows += bench_point(profile, position, args.policies, tuple(args.reserves))
     out = write_result(
-        "read_ahead",
+        args.name,
         {"machine": platform.machine(), "python": platform.python_version(), "rows": rows},
     )
     print(f"wrote {out}")

@@ -338,7 +338,7 @@ class SchedulingProblem:
         """The same problem without its order-only edges (``order_edges``): the hardware's.
 
         Order-only edges are a heuristic's issue order (`pccx_flow.schedule.readahead.
-        kv_stream_edges`), not a rule of the hardware, and the lower bounds of
+        kv_prefetch_edges`), not a rule of the hardware, and the lower bounds of
         `pccx_flow.schedule.metrics` ignore them; an exact solver given this problem answers
         the question those bounds are about. Edges marked ``order_only=True`` on the graph
         itself are data of that graph and stay; ``admit`` (the timeline holding KV reads
@@ -507,14 +507,13 @@ def problem_from_graph(
     instance of each pool `node_resources` names. Communication is free: every lane reads and
     writes the shared L2, so a value produced on one lane is visible to all. With
     ``memory=True`` the problem also carries the profile's L2 (and SFU reach) as capacities
-    and each output tensor's resident bytes as holds (`memory.decode_holds`), the
-    order-only edges that issue each stream's KV tile reads one after another
-    (`pccx_flow.schedule.readahead.kv_stream_edges`; ``problem.order_edges``, the graph is
-    not changed), and has the timeline hold each read back until L2 has room for it
-    (``problem.admit``, `readahead.READ_AHEAD_RESERVE` bytes beside it). `read_ahead` is a
-    study of other rules (`benchmarks/bench_read_ahead.py`, `benchmarks/bench_gap.py`):
-    ``{"reserve_bytes": N, "exp_lead": N}`` for this rule, ``{"rule": "fixed", ...}`` for
-    `readahead.kv_prefetch_edges`' fixed rules and its keywords (no hold-back).
+    and each output tensor's resident bytes as holds (`memory.decode_holds`), and the
+    order-only edges that issue KV tile reads just ahead of use
+    (`pccx_flow.schedule.readahead.kv_prefetch_edges`; ``problem.order_edges``, the graph
+    is not changed). `read_ahead` is a study of other rules (`readahead.read_ahead_of`;
+    `benchmarks/bench_read_ahead.py`, `benchmarks/bench_gap.py`): the fixed rules'
+    keywords, or ``{"rule": "stream", "reserve_bytes": N}`` for `readahead.kv_stream_edges`,
+    whose reads the timeline holds back until L2 has room (``problem.admit``).
     """
     from pccx_flow.hardware.cost import cycles_of, node_resources
 

@@ -5,13 +5,14 @@ priority policies place long DMA reads early: the whole context of every layer w
 resident in L2 at once. The edges here (``problem.order_edges``; the decode graph is not
 changed) bound how far ahead each stream of tiles (a layer's rows of one KV head) is read.
 
-- `kv_stream_edges`, what `schedule` uses: a stream's tiles are read one after another,
-  each as soon as L2 has room for it (the timeline decides: `problem.admit`,
+- `kv_prefetch_edges`, what `schedule` uses: fixed rules that issue each tile just ahead
+  of its use, at most two K tiles and one V tile of a stream in flight, whatever L2 holds.
+- `kv_stream_edges`, a study (``read_ahead={"rule": "stream"}`` in
+  `pccx_flow.schedule.problem.problem_from_graph`): a stream's tiles are read one after
+  another, each as soon as L2 has room for it (the timeline decides: `problem.admit`,
   `READ_AHEAD_RESERVE`), the key tiles never more than `EXP_LEAD` ahead of the work that
-  frees their scores' exponentials.
-- `kv_prefetch_edges`, the fixed rules before it (a study: ``read_ahead={"rule":
-  "fixed"}`` in `pccx_flow.schedule.problem.problem_from_graph`): each tile just ahead of
-  its use, at most two K tiles and one V tile of a stream in flight, whatever L2 holds.
+  frees their scores' exponentials. Its schedules are shorter at most points, but their
+  programs often do not lower where a stream's last tile is short (`kv_stream_edges`).
 """
 from __future__ import annotations
 
@@ -192,7 +193,8 @@ def read_order(k_tiles: list[Node], v_tiles: list[Node]) -> list[Node]:
 
 def kv_stream_edges(graph: nx.DiGraph, exp_lead: int = EXP_LEAD) -> list[tuple[Node, Node]]:
     """Order-only edges that issue a stream's KV tile reads one after another, as far
-    ahead as L2 has room: the read-ahead rule `schedule` uses.
+    ahead as L2 has room: a study of what a decision by room buys (`schedule` keeps
+    `kv_prefetch_edges`).
 
     Per stream (a layer's tiles of one KV head; tiles in read order, `stream_reads`):
 
@@ -218,10 +220,16 @@ def kv_stream_edges(graph: nx.DiGraph, exp_lead: int = EXP_LEAD) -> list[tuple[N
     critical_path.issue_order_edges`).
 
     Against the fixed rules, E4B within L2 (largest bound; model estimates), critical-path
-    at 0 / 1023 / 2047 / 4095 / 8191 went from 0.79 / 1.14 / 1.31 / 1.49 / 1.44 % to
-    0.79 / 0.74 / 1.35 / 1.55 / 1.37 % on `v002-spec` and from 0.62 / 0.69 / 1.44 / 2.93 /
-    2.49 % to 0.62 / 0.72 / 1.25 / 2.42 / 1.75 % on `v002-as-built`; heft from 2.57 % to
-    2.29 % at 8191 there (`benchmarks/bench_read_ahead.py`).
+    at 1023 / 2047 / 4095 / 8191 was 1.14 / 1.31 / 1.49 / 1.44 % under them and 0.74 / 1.35 /
+    1.55 / 1.37 % with this rule on `v002-spec`, 0.69 / 1.44 / 2.93 / 2.49 % and 0.72 / 1.25
+    / 2.42 / 1.75 % on `v002-as-built`; heft at 8191 2.57 and 2.29 % there. But where a
+    stream's last tile is short its programs often do not lower (the allocator finds no
+    contiguous hole for a tile, or on `v002-as-built` for a CVO operand in the SFU window;
+    the schedule's bytes fit): at 520-1000 tokens (every 48) `critical-path`'s program
+    lowered at 7 of 11 positions on `v002-spec` and 6 of 11 on `v002-as-built`, at 1100 and
+    1400 at neither on `v002-spec`; every one lowers under the fixed rules, and reserves of
+    512 and 768 KiB did not help (`benchmarks/bench_read_ahead.py`). So `schedule` keeps
+    the fixed rules.
     """
     _check_lead(exp_lead)
     reads, own_rows = stream_reads(graph)
@@ -351,19 +359,20 @@ def kv_prefetch_edges(
     return edges
 
 
-READ_AHEAD_RULES = ("stream", "fixed")
+READ_AHEAD_RULES = ("fixed", "stream")
 
 
 def read_ahead_of(
     graph: nx.DiGraph, study: Mapping[str, Any] | None = None
 ) -> tuple[list[tuple[Node, Node]], dict[Node, int] | None]:
-    """``(order_edges, admit)`` of a decode graph's problem within L2: `kv_stream_edges`
-    and every KV read held back with `READ_AHEAD_RESERVE` bytes, or what `study` names
-    (``{"rule": "fixed", ...}``: `kv_prefetch_edges` with those keywords, nothing held
-    back; ``{"reserve_bytes": N, "exp_lead": N}``: this rule with another reserve or lead).
+    """``(order_edges, admit)`` of a decode graph's problem within L2: `kv_prefetch_edges`
+    (nothing held back), or what `study` names: ``{"rule": "fixed", ...}`` with that
+    function's keywords, or ``{"rule": "stream", "reserve_bytes": N, "exp_lead": N}``:
+    `kv_stream_edges` with every KV read held back until L2 has room for it and N bytes
+    more (`READ_AHEAD_RESERVE` unless given).
     """
     keywords = dict(study or {})
-    rule = keywords.pop("rule", "stream")
+    rule = keywords.pop("rule", "fixed")
     if rule not in READ_AHEAD_RULES:
         raise InputError(
             f"unknown read-ahead rule {rule!r}; the rules are {', '.join(READ_AHEAD_RULES)}"

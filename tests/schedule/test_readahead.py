@@ -17,7 +17,8 @@ from pccx_flow.schedule.readahead import (
 )
 from pccx_flow.schedule.registry import make_policy, run_on_problem
 
-FIXED = {"rule": "fixed"}  # the fixed rules (`kv_prefetch_edges`), a study
+FIXED = {"rule": "fixed"}  # the fixed rules (`kv_prefetch_edges`), what `schedule` uses
+STREAM = {"rule": "stream"}  # reads as far ahead as L2 has room (`kv_stream_edges`), a study
 
 
 def _layer_reads(graph, layer, head=0):
@@ -139,14 +140,14 @@ def _freed_by(graph, k_tile):
 
 @pytest.mark.parametrize("position", [40, 60])
 def test_the_stream_rule_reads_one_tile_after_another_as_l2_has_room(position):
-    """What `schedule` uses: every tile of a stream waits for the previous layer's
+    """The stream rule (a study): every tile of a stream waits for the previous layer's
     attention of its head and for the read before it in read order (K 0, K 1, V 0, K 2,
     V 1, ..., the tile with the new row second of its kind), K tile t >= 3 also for what
     frees the exponentials of K tile t - 3, the layer's K (V) row write for its tile's
     read; and every read is held back until L2 has room (`problem.admit`)."""
     profile = load_profile("v002-spec")
     graph = build_decode_graph("tiny", position=position, tile_rows=16, profile=profile)
-    problem = problem_from_graph(graph, profile, memory=True)
+    problem = problem_from_graph(graph, profile, memory=True, read_ahead=STREAM)
     reads, k, v = _layer_reads(graph, 4)
     tiles = len(k)
     assert tiles == len(v) == (3 if position == 40 else 4)
@@ -167,20 +168,21 @@ def test_the_stream_rule_reads_one_tile_after_another_as_l2_has_room(position):
     assert problem.admit == dict.fromkeys(
         (n for n in graph if graph.nodes[n]["kernel"] == "kv_read"), READ_AHEAD_RESERVE
     )
-    fixed = problem_from_graph(graph, profile, memory=True, read_ahead=FIXED)
+    fixed = problem_from_graph(graph, profile, memory=True)  # what `schedule` makes
     assert not fixed.admit and set(fixed.preds[k[2]]) == set(graph.successors(k[0]))
 
 
 def test_a_study_names_a_rule_and_its_keywords_or_gets_one_line():
     profile = load_profile("v002-spec")
     graph = build_decode_graph("tiny", position=40, tile_rows=16, profile=profile)
-    other = problem_from_graph(graph, profile, memory=True, read_ahead={"reserve_bytes": 1})
+    one = {**STREAM, "reserve_bytes": 1}
+    other = problem_from_graph(graph, profile, memory=True, read_ahead=one)
     assert set(other.admit.values()) == {1}
     for study, message in (
-        ({"rule": "fastest"}, "unknown read-ahead rule 'fastest'; the rules are stream, fixed"),
-        ({"reserve_bytes": -1}, "reserve_bytes must be a whole number of bytes >= 0, got -1"),
-        ({"double_last_v": False}, "read-ahead rule 'stream': .*double_last_v"),
-        ({"rule": "fixed", "reserve_bytes": 8}, "read-ahead rule 'fixed': .*reserve_bytes"),
+        ({"rule": "fastest"}, "unknown read-ahead rule 'fastest'; the rules are fixed, stream"),
+        ({**STREAM, "reserve_bytes": -1}, "reserve_bytes must be a whole number of bytes >= 0"),
+        ({**STREAM, "double_last_v": False}, "read-ahead rule 'stream': .*double_last_v"),
+        ({"reserve_bytes": 8}, "read-ahead rule 'fixed': .*reserve_bytes"),
     ):
         with pytest.raises(InputError, match=message):
             problem_from_graph(graph, profile, memory=True, read_ahead=study)
@@ -300,7 +302,7 @@ def test_reads_released_as_l2_allows_keep_l2_and_wait_for_room(policy):
     later than with the whole L2, where each goes once the read before it is in."""
     profile = load_profile("v002-spec")
     graph = build_decode_graph("tiny", position=40, tile_rows=16, profile=profile)
-    rule = {"reserve_bytes": 1024}
+    rule = {**STREAM, "reserve_bytes": 1024}
     whole = problem_from_graph(graph, profile, memory=True, read_ahead=rule)
     small = problem_from_graph(graph, profile, memory=True, read_ahead=rule)
     reads = [n for n in small.order if graph.nodes[n]["kernel"] == "kv_read"]
