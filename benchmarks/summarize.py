@@ -509,12 +509,35 @@ def read_ahead_section(d: dict) -> str:
                      lowers])  # fmt: skip
     head = ["profile", "position", "policy", "KV reads", "vs largest bound", "lowers"]
     return (
-        "**KV read-ahead rules** (`bench_read_ahead.py`: *stream*, what `schedule` uses, "
-        "reads a stream's tiles one after another and the timeline releases each once L2 "
-        "has room for it and the reserve beside the bytes held for unplaced readers "
-        "(`problem.admit`); *fixed*, the rules before it, at most two K tiles and one V "
-        "tile of a stream in flight; model estimates; *lowers*: the schedule lowers to a "
-        "program, else the allocator's reason; *fails*: the policy deadlocked on memory)"
+        "**KV read-ahead rules** (`bench_read_ahead.py`: *fixed*, what `schedule` uses, at "
+        "most two K tiles and one V tile of a stream in flight; *stream*, a study, reads a "
+        "stream's tiles one after another and the timeline releases each once L2 has room "
+        "for it and the reserve beside the bytes held for unplaced readers "
+        "(`problem.admit`); model estimates; *lowers*: the schedule lowers to a program, "
+        "else the allocator's reason; *fails*: the policy deadlocked on memory)"
+        "\n\n" + _table(head, rows)
+    )
+
+
+def read_ahead_lowering_section(d: dict) -> str:
+    """Where each read-ahead rule's programs lower (`bench_read_ahead.py --name
+    read_ahead_lowering`): per profile, policy and rule, the positions that do not."""
+    cells: dict[tuple, list] = {}
+    for r in d["rows"]:
+        ok = "error" not in r and r["lower_error"] is None
+        cells.setdefault((r["profile"], r["policy"], r["mode"]), []).append((r["position"], ok))
+    rows = []
+    for (profile, policy, mode), got in cells.items():
+        failed = ", ".join(str(pos) for pos, ok in got if not ok) or "-"
+        lowered = sum(ok for _, ok in got)
+        rows.append([profile, f"`{policy}`", mode, f"{lowered} of {len(got)}", failed])
+    positions = sorted({r["position"] for r in d["rows"]})
+    head = ["profile", "policy", "KV reads", "programs that lower", "positions that do not"]
+    return (
+        f"**Where the read-ahead rules' programs lower** (`bench_read_ahead.py --name "
+        f"read_ahead_lowering`, positions {positions[0]}-{positions[-1]}: "
+        f"{', '.join(map(str, positions))}; most have a short last KV tile; a schedule that "
+        "does not lower fits L2 in bytes, but the allocator finds no contiguous hole)"
         "\n\n" + _table(head, rows)
     )
 
@@ -596,6 +619,7 @@ SECTIONS = {
     "gap": gap_section,
     "gap_read_ahead": gap_read_ahead_section,
     "read_ahead": read_ahead_section,
+    "read_ahead_lowering": read_ahead_lowering_section,
     "cut": cut_section,
     "improve": improve_section,
     "lower": lower_section,

@@ -14,6 +14,7 @@ changed) bound how far ahead each stream of tiles (a layer's rows of one KV head
   frees their scores' exponentials. Its schedules are shorter at most points, but their
   programs often do not lower where a stream's last tile is short (`kv_stream_edges`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
