@@ -17,6 +17,7 @@ changed) bound how far ahead each stream of tiles (a layer's rows of one KV head
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Hashable, Mapping
 from typing import Any
 
@@ -173,9 +174,9 @@ def _exp_readers(graph: nx.DiGraph, k_tile: Node) -> list[Node]:
 
 
 # How many bytes beside a KV read the timeline wants free before it releases the read
-# (`problem.admit`): one E4B tile. critical-path's step within L2 was the same with 128 KiB,
-# 256 KiB and 512 KiB at 1023, 4095 and 8191 on both profiles; heft's moved by up to
-# 0.35 points either way (`benchmarks/bench_read_ahead.py` compares reserves).
+# (`problem.admit`, the stream rule): one E4B tile. With 512 or 768 KiB critical-path's and
+# heft's steps at 520-1400 tokens moved by at most 0.4 points either way, and the same
+# programs failed to lower (`benchmarks/bench_read_ahead.py --reserves`).
 READ_AHEAD_RESERVE = 256 * 1024
 
 
@@ -378,14 +379,20 @@ def read_ahead_of(
         raise InputError(
             f"unknown read-ahead rule {rule!r}; the rules are {', '.join(READ_AHEAD_RULES)}"
         )
-    try:
-        if rule == "fixed":
-            return kv_prefetch_edges(graph, **keywords), None
-        reserve = keywords.pop("reserve_bytes", READ_AHEAD_RESERVE)
-        if not isinstance(reserve, int) or reserve < 0:
-            raise InputError(f"reserve_bytes must be a whole number of bytes >= 0, got {reserve!r}")
-        edges = kv_stream_edges(graph, **keywords)
-    except TypeError as exc:  # a keyword the rule does not take
-        raise InputError(f"read-ahead rule {rule!r}: {exc}") from None
+    edges_of = kv_prefetch_edges if rule == "fixed" else kv_stream_edges
+    takes = [k for k in inspect.signature(edges_of).parameters if k != "graph"]
+    takes += ["reserve_bytes"] if rule == "stream" else []
+    unknown = sorted(set(keywords) - set(takes))
+    if unknown:
+        raise InputError(
+            f"read-ahead rule {rule!r} takes no keyword {unknown[0]!r}; it takes: "
+            f"{', '.join(takes)}"
+        )
+    if rule == "fixed":
+        return kv_prefetch_edges(graph, **keywords), None
+    reserve = keywords.pop("reserve_bytes", READ_AHEAD_RESERVE)
+    if not isinstance(reserve, int) or isinstance(reserve, bool) or reserve < 0:
+        raise InputError(f"reserve_bytes must be a whole number of bytes >= 0, got {reserve!r}")
+    edges = kv_stream_edges(graph, **keywords)
     reads = (n for n, a in graph.nodes(data=True) if a.get("kernel") == "kv_read")
-    return edges, {n: reserve for n in reads}
+    return edges, dict.fromkeys(reads, reserve)

@@ -181,8 +181,10 @@ def test_a_study_names_a_rule_and_its_keywords_or_gets_one_line():
     for study, message in (
         ({"rule": "fastest"}, "unknown read-ahead rule 'fastest'; the rules are fixed, stream"),
         ({**STREAM, "reserve_bytes": -1}, "reserve_bytes must be a whole number of bytes >= 0"),
-        ({**STREAM, "double_last_v": False}, "read-ahead rule 'stream': .*double_last_v"),
-        ({"reserve_bytes": 8}, "read-ahead rule 'fixed': .*reserve_bytes"),
+        ({**STREAM, "double_last_v": False},
+         "read-ahead rule 'stream' takes no keyword 'double_last_v'; it takes: exp_lead, "
+         "reserve_bytes"),
+        ({"reserve_bytes": 8}, "read-ahead rule 'fixed' takes no keyword 'reserve_bytes'"),
     ):
         with pytest.raises(InputError, match=message):
             problem_from_graph(graph, profile, memory=True, read_ahead=study)
