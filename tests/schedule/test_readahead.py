@@ -148,7 +148,7 @@ def test_the_stream_rule_reads_one_tile_after_another_as_l2_has_room(position):
     profile = load_profile("v002-spec")
     graph = build_decode_graph("tiny", position=position, tile_rows=16, profile=profile)
     problem = problem_from_graph(graph, profile, memory=True, read_ahead=STREAM)
-    reads, k, v = _layer_reads(graph, 4)
+    _, k, v = _layer_reads(graph, 4)
     tiles = len(k)
     assert tiles == len(v) == (3 if position == 40 else 4)
     k = [k[0], k[-1], *k[1:-1]]  # read order: the tile with the new row second
