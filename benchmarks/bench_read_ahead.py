@@ -23,6 +23,10 @@ reports (the bounds walk data edges only: the same for every mode's problem).
         --positions 520 568 616 664 712 760 808 856 904 952 1000 1100 1400 \
         --policies critical-path heft --reserves 512 768
         # where programs lower (short last tiles), and larger reserves
+    python benchmarks/bench_read_ahead.py --name read_ahead_slots_spec --profiles v002-spec \
+        --positions 520 568 616 664 712 760 808 856 904 952 1000 1100 1400 2047 4095 8191 \
+        --policies critical-path heft --tile-slots 6
+        # at most five KV tiles in L2 (and read_ahead_slots_as_built for v002-as-built)
 
 Writes benchmarks/results/read_ahead.json (or `--name`'s).
 """
@@ -32,6 +36,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import sys
 import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -65,7 +70,8 @@ def lowers(graph, schedule, profile) -> str | None:
 
 
 def bench_point(
-    profile_name: str, position: int, policies: list[str], reserves: tuple[int, ...] = ()
+    profile_name: str, position: int, policies: list[str], reserves: tuple[int, ...] = (),
+    tile_slots: tuple[int, ...] = (),
 ) -> list[dict]:
     profile = load_profile(profile_name)
     align = row_align_for(target_of(profile))
@@ -75,6 +81,9 @@ def bench_point(
                  (f"stream, reserve {READ_AHEAD_RESERVE // 1024} KiB", {"rule": "stream"})]
         modes += [(f"stream, reserve {k} KiB", {"rule": "stream", "reserve_bytes": k * 1024})
                   for k in reserves]  # fmt: skip
+        modes += [(f"stream, reserve {READ_AHEAD_RESERVE // 1024} KiB, {n} tile slots",
+                   {"rule": "stream", "tile_slots": n})
+                  for n in tile_slots]  # fmt: skip
         problems = {
             mode: problem_from_graph(graph, profile, memory=True, read_ahead=rule)
             for mode, rule in modes
@@ -117,17 +126,22 @@ def main() -> int:
     parser.add_argument("--policies", nargs="+", default=POLICIES)
     parser.add_argument("--reserves", type=int, nargs="+", default=[], metavar="KIB",
                         help="other reserves of the stream rule to run beside its own")  # fmt: skip
+    parser.add_argument("--tile-slots", type=int, nargs="+", default=[], metavar="N",
+                        help="stream rule with at most N KV tiles in L2 at once")  # fmt: skip
     parser.add_argument("--name", default="read_ahead",
                         help="writes results/NAME.json")  # fmt: skip
     args = parser.parse_args()
     rows = []
     for profile in args.profiles:
         for position in args.positions:
-            rows += bench_point(profile, position, args.policies, tuple(args.reserves))
+            rows += bench_point(profile, position, args.policies, tuple(args.reserves),
+                                tuple(args.tile_slots))  # fmt: skip
+    command = " ".join(["python benchmarks/bench_read_ahead.py", *sys.argv[1:]])
     out = write_result(
         args.name,
-        {"machine": platform.machine(), "python": platform.python_version(), "rows": rows},
-    )
+        {"command": command, "machine": platform.machine(),
+         "python": platform.python_version(), "rows": rows},
+    )  # fmt: skip
     print(f"wrote {out}")
     return 0
 

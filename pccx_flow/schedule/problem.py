@@ -545,11 +545,17 @@ def problem_from_graph(
     capacities = holds = order_edges = admit = None
     if memory:
         from pccx_flow.schedule.memory import decode_capacities, decode_holds
-        from pccx_flow.schedule.readahead import read_ahead_of
+        from pccx_flow.schedule.readahead import KV_SLOTS, read_ahead_of
 
         capacities = decode_capacities(profile)
         holds = decode_holds(graph, capacities)
-        order_edges, admit = read_ahead_of(graph, read_ahead)
+        order_edges, admit, slots = read_ahead_of(graph, read_ahead)
+        if slots:  # a study's KV tile slots: each read holds one (`readahead.KV_SLOTS`)
+            count, nbytes = slots
+            capacities[KV_SLOTS] = count * nbytes
+            for n in admit or ():  # a read's tile is one tensor: its first (only) hold
+                (readers, row), *rest = holds[n]
+                holds[n] = [(readers, {**row, KV_SLOTS: nbytes}), *rest]
     return SchedulingProblem(
         graph,
         lanes,

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Hashable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import networkx as nx
 
 from pccx_flow.errors import InputError
+from pccx_flow.graph.emit import tensor_bytes
 
 Node = Hashable
 
@@ -230,8 +231,13 @@ def kv_stream_edges(graph: nx.DiGraph, exp_lead: int = EXP_LEAD) -> list[tuple[N
     the schedule's bytes fit): at 520-1000 tokens (every 48) `critical-path`'s program
     lowered at 7 of 11 positions on `v002-spec` and 6 of 11 on `v002-as-built`, at 1100 and
     1400 at neither on `v002-spec`; every one lowers under the fixed rules, and reserves of
-    512 and 768 KiB did not help (`benchmarks/bench_read_ahead.py`). So `schedule` keeps
-    the fixed rules.
+    512 and 768 KiB did not help (`benchmarks/bench_read_ahead.py`). With at most five
+    tiles in L2 (``tile_slots`` 6: the hold-back asks for a slot beside the read's) every
+    `critical-path` and `heft` program lowers at 16 positions from 520 to 8191 on
+    `v002-spec`, with the same steps from 2047 on and shorter ones at 1100 and 1400 than
+    the fixed rules' (1.18 and 2.01 % against 2.29 %); on `v002-as-built` `critical-path`'s
+    still does not at 712 and 760 (CVO operands in the SFU window). So `schedule` keeps the
+    fixed rules.
     """
     _check_lead(exp_lead)
     reads, own_rows = stream_reads(graph)
@@ -363,15 +369,29 @@ def kv_prefetch_edges(
 
 READ_AHEAD_RULES = ("fixed", "stream")
 
+# A capacity the stream rule may add (``tile_slots``): KV tiles resident in L2 at once.
+KV_SLOTS = "kv_slots"
 
-def read_ahead_of(
-    graph: nx.DiGraph, study: Mapping[str, Any] | None = None
-) -> tuple[list[tuple[Node, Node]], dict[Node, int] | None]:
-    """``(order_edges, admit)`` of a decode graph's problem within L2: `kv_prefetch_edges`
-    (nothing held back), or what `study` names: ``{"rule": "fixed", ...}`` with that
-    function's keywords, or ``{"rule": "stream", "reserve_bytes": N, "exp_lead": N}``:
-    `kv_stream_edges` with every KV read held back until L2 has room for it and N bytes
-    more (`READ_AHEAD_RESERVE` unless given).
+
+class ReadAhead(NamedTuple):
+    """What a read-ahead rule adds to a decode step's problem within L2 (`read_ahead_of`):
+    order-only edges, the reads the timeline holds back (with their reserves) or None, and
+    for ``tile_slots`` the ``(slots, bytes per slot)`` of a `KV_SLOTS` capacity or None."""
+
+    edges: list[tuple[Node, Node]]
+    admit: dict[Node, int] | None
+    slots: tuple[int, int] | None
+
+
+def read_ahead_of(graph: nx.DiGraph, study: Mapping[str, Any] | None = None) -> ReadAhead:
+    """What the read-ahead rule adds to a decode graph's problem within L2:
+    `kv_prefetch_edges` (nothing held back), or what `study` names: ``{"rule": "fixed",
+    ...}`` with that function's keywords, or ``{"rule": "stream", "reserve_bytes": N,
+    "exp_lead": N, "tile_slots": S}``: `kv_stream_edges` with every KV read held back until
+    L2 has room for it and N bytes more (`READ_AHEAD_RESERVE` unless given), and with S a
+    `KV_SLOTS` capacity of S slots of the largest tile's bytes, one per read: at most S
+    tiles in L2 at once, and the hold-back then asks for the reserve in slots too (one
+    slot, with a 256 KiB reserve and 256 KiB tiles).
     """
     keywords = dict(study or {})
     rule = keywords.pop("rule", "fixed")
@@ -381,7 +401,7 @@ def read_ahead_of(
         )
     edges_of = kv_prefetch_edges if rule == "fixed" else kv_stream_edges
     takes = [k for k in inspect.signature(edges_of).parameters if k != "graph"]
-    takes += ["reserve_bytes"] if rule == "stream" else []
+    takes += ["reserve_bytes", "tile_slots"] if rule == "stream" else []
     unknown = sorted(set(keywords) - set(takes))
     if unknown:
         raise InputError(
@@ -389,10 +409,15 @@ def read_ahead_of(
             f"{', '.join(takes)}"
         )
     if rule == "fixed":
-        return kv_prefetch_edges(graph, **keywords), None
+        return ReadAhead(kv_prefetch_edges(graph, **keywords), None, None)
     reserve = keywords.pop("reserve_bytes", READ_AHEAD_RESERVE)
-    if not isinstance(reserve, int) or isinstance(reserve, bool) or reserve < 0:
-        raise InputError(f"reserve_bytes must be a whole number of bytes >= 0, got {reserve!r}")
+    slots = keywords.pop("tile_slots", None)
+    for name, value, least in (("reserve_bytes", reserve, 0), ("tile_slots", slots, 1)):
+        if value is not None and (type(value) is not int or value < least):
+            raise InputError(f"{name} must be a whole number >= {least}, got {value!r}")
     edges = kv_stream_edges(graph, **keywords)
-    reads = (n for n, a in graph.nodes(data=True) if a.get("kernel") == "kv_read")
-    return edges, dict.fromkeys(reads, reserve)
+    reads = [n for n, a in graph.nodes(data=True) if a.get("kernel") == "kv_read"]
+    slot = max((tensor_bytes(t) for n in reads for t in graph.nodes[n]["outputs"]), default=0)
+    return ReadAhead(
+        edges, dict.fromkeys(reads, reserve), (slots, slot) if slots and slot else None
+    )

@@ -8,9 +8,11 @@ import pytest
 from pccx_flow.errors import InputError
 from pccx_flow.graph.build import build_decode_graph
 from pccx_flow.hardware.profile import load_profile
+from pccx_flow.schedule.memory import occupancy
 from pccx_flow.schedule.problem import problem_from_graph
 from pccx_flow.schedule.readahead import (
     EXP_LEAD,
+    KV_SLOTS,
     READ_AHEAD_RESERVE,
     kv_prefetch_edges,
     read_order,
@@ -180,10 +182,11 @@ def test_a_study_names_a_rule_and_its_keywords_or_gets_one_line():
     assert set(other.admit.values()) == {1}
     for study, message in (
         ({"rule": "fastest"}, "unknown read-ahead rule 'fastest'; the rules are fixed, stream"),
-        ({**STREAM, "reserve_bytes": -1}, "reserve_bytes must be a whole number of bytes >= 0"),
+        ({**STREAM, "reserve_bytes": -1}, "reserve_bytes must be a whole number >= 0"),
+        ({**STREAM, "tile_slots": 0}, "tile_slots must be a whole number >= 1, got 0"),
         ({**STREAM, "double_last_v": False},
          "read-ahead rule 'stream' takes no keyword 'double_last_v'; it takes: exp_lead, "
-         "reserve_bytes"),
+         "reserve_bytes, tile_slots"),
         ({"reserve_bytes": 8}, "read-ahead rule 'fixed' takes no keyword 'reserve_bytes'"),
     ):
         with pytest.raises(InputError, match=message):
@@ -316,3 +319,24 @@ def test_reads_released_as_l2_allows_keep_l2_and_wait_for_room(policy):
     free = run_on_problem(make_policy(policy), whole, label=policy, profile=profile.name)
     assert set(limited.slots) == set(small.order)  # validated by run_on_problem
     assert any(limited.slots[n].start > free.slots[n].start for n in reads)
+
+
+def test_tile_slots_keep_at_most_that_many_kv_tiles_in_l2():
+    """``tile_slots`` (a study of the stream rule): a `KV_SLOTS` capacity of that many of
+    the largest tile's bytes, one slot per read until its readers finish; the validator
+    holds every schedule to it, so fewer tiles are read ahead."""
+    profile = load_profile("v002-spec")
+    graph = build_decode_graph("tiny", position=40, tile_rows=16, profile=profile)
+    two = {**STREAM, "tile_slots": 2}
+    slots = problem_from_graph(graph, profile, memory=True, read_ahead=two)
+    free = problem_from_graph(graph, profile, memory=True, read_ahead=STREAM)
+    reads = [n for n in graph if graph.nodes[n]["kernel"] == "kv_read"]
+    tile = max(slots.demands[n]["l2"] for n in reads)
+    assert slots.capacities[KV_SLOTS] == 2 * tile and KV_SLOTS not in free.capacities
+    assert all(slots.demands[n][KV_SLOTS] == tile for n in reads)
+    for policy in ("critical-path", "heft"):
+        held = run_on_problem(make_policy(policy), slots, label=policy, profile=profile.name)
+        most = max((b for _, b in occupancy(held, slots, KV_SLOTS)), default=0)
+        assert tile <= most <= 2 * tile  # validated by run_on_problem too
+        ahead = run_on_problem(make_policy(policy), free, label=policy, profile=profile.name)
+        assert max(b for _, b in occupancy(ahead, slots, KV_SLOTS)) > 2 * tile
