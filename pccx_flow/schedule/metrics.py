@@ -42,19 +42,28 @@ def estimate_label(profile: Any) -> str:
 # --- bounds --------------------------------------------------------------------------------
 
 
+def least_finishes(problem: SchedulingProblem) -> dict[Node, int]:
+    """Each node's earliest finish over the data edges (`hardware_precedence`) with every
+    node at its cheapest lane and free communication; kept on the problem (the critical
+    path bound and the DAG's slack both walk it)."""
+    cached = getattr(problem, "_least_finishes", None)
+    if cached is None:
+        preds, _ = hardware_precedence(problem)
+        cached = problem._least_finishes = {}
+        cost = problem.min_cost
+        for n in problem.order:
+            start = 0
+            for p in preds[n]:
+                if cached[p] > start:
+                    start = cached[p]
+            cached[n] = start + cost(n)
+    return cached
+
+
 def min_cost_critical_path(problem: SchedulingProblem) -> int:
     """Longest path over the data edges (`hardware_precedence`) with every node at its
     cheapest lane and free communication."""
-    preds, _ = hardware_precedence(problem)
-    finish: dict[Node, int] = {}
-    cost = problem.min_cost
-    for n in problem.order:
-        start = 0
-        for p in preds[n]:
-            if finish[p] > start:
-                start = finish[p]
-        finish[n] = start + cost(n)
-    return max(finish.values(), default=0)
+    return max(least_finishes(problem).values(), default=0)
 
 
 def problem_bounds(problem: SchedulingProblem) -> dict[str, int]:
@@ -330,15 +339,9 @@ def dag_slack(problem: SchedulingProblem) -> dict[Node, int]:
     is its data edges (`hardware_precedence`), as for `min_cost_critical_path`: an L2
     heuristic's order-only edge is a choice of the schedule, not of the graph.
     """
-    preds, succs = hardware_precedence(problem)
+    _, succs = hardware_precedence(problem)
     cost = {n: problem.min_cost(n) for n in problem.order}
-    finish: dict[Node, int] = {}  # earliest
-    for n in problem.order:
-        t = 0
-        for p in preds[n]:
-            if finish[p] > t:
-                t = finish[p]
-        finish[n] = t + cost[n]
+    finish = least_finishes(problem)  # earliest
     end = max(finish.values(), default=0)
     start: dict[Node, int] = {}  # latest
     for n in reversed(problem.order):

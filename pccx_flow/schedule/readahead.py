@@ -250,12 +250,11 @@ def kv_stream_edges(graph: nx.DiGraph, exp_lead: int = EXP_LEAD) -> list[tuple[N
         edges.extend(zip(order, order[1:], strict=False))
         for t in range(exp_lead, len(k_tiles)):
             edges.extend((r, k_tiles[t]) for r in _exp_readers(graph, k_tiles[t - exp_lead]))
-        for tile in order:
-            if _with_new_row(graph, tile):
-                writes = {w for r in graph.successors(tile) for w in graph.predecessors(r)
-                          if graph.nodes[w]["kernel"] == "kv_write"
-                          and graph.nodes[w]["layer"] == stream[0]}  # fmt: skip
-                edges.extend((tile, w) for w in sorted(writes, key=str))
+        for tile in order:  # the tiles read with this layer's new row: their row writes
+            writes = {w for r in graph.successors(tile) for w in graph.predecessors(r)
+                      if graph.nodes[w]["kernel"] == "kv_write"
+                      and graph.nodes[w]["layer"] == stream[0]}  # fmt: skip
+            edges.extend((tile, w) for w in sorted(writes, key=str))
     return edges
 
 
