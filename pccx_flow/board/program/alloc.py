@@ -10,31 +10,35 @@ contiguous hole among many small ones:
   (`sfu.l2_reach_bytes`: all 1.75 MiB on v002-spec, the first 256 KiB as built): first fit
   from address 0 upward;
 - other small tensors: first fit from address 0 as well (above the reach, they would split
-  the space the large ones need);
-  the lowering retries with them above the window (``small="above-reach"``) when that
-  fails, since then they can crowd the CVO's tensors out of the window instead;
-- large regions (at least 1/16 of L2) of at least half a tile: on a grid a KV tile apart
-  (``slot_words``) below the top share where the long-lived regions are planned
-  (``ceiling``, `pccx_flow.board.program.addresses.LONG_LIVED_SHARE`), at the highest grid
-  place that fits a hole, so they stack from the top and the small ones never split the
-  space they need. A tile holds one KV head's rows (256 KiB on E4B: L2 is seven of them);
-  stacked from the top of its hole instead, the first tiles of a step ran into the top
-  share, the next layer's tiles then stacked under the words reserved there, off the
-  grid, and a layer's sixth tile found its 16,384 words only across reserved ones (every
-  policy's program at 1023 and beyond on v002-spec). With no grid place in any
-  hole a large region takes the top of the highest hole. A large region smaller than the
-  largest (``slot_words``: a KV tile read without the new row, a row short of one with it)
-  but at least half its size starts where a region of the largest size would, its
-  spare words on top: the boundaries of the stack stay a whole tile apart, so the hole a
-  short tile leaves takes a whole one. Placed at the top of its hole instead, the short
-  tile shifted every tile stacked under it down by its spare words, and once a whole tile
-  took its place the hole above the lower one was short by that much (E4B at position
-  1023 on v002-as-built, a KV-sharing layer whose V tile 1 is read before V tile 0's ·V:
-  a hole of 32,704 words for a 32,768-word tile). A shorter one (a last tile of few rows)
-  keeps the top of its hole, or the room idle above it was missed (E4B's layers 0-21 at
-  position 700 on v002-as-built, a last tile of 188 rows, did not lower); aligning only
-  regions within 1/16 of a slot, the steps at 952 and 976 (last tiles of 440 and 464
-  rows) did not.
+  the space the large ones need), except one of at least 1/`WINDOW_SHARE` of a window
+  smaller than L2, which goes first fit above the window when a hole there takes it: a KV
+  tile of a few hundred rows (below the large size) placed in the window took 40 % of it,
+  and a layer's CVO operands found no room (E4B at 712 on v002-as-built, a 200-row tile of
+  100 KiB in the 256 KiB window, with at most six tiles in L2);
+  the lowering retries with all of them above the window (``small="above-reach"``) when
+  that fails, since then they can crowd the CVO's tensors out of the window instead;
+- large regions (at least 1/16 of L2): on a grid a KV tile apart (``slot_words``) below
+  the top share where the long-lived regions are planned (``ceiling``,
+  `pccx_flow.board.program.addresses.LONG_LIVED_SHARE`), at the highest grid place that
+  fits a hole, so they stack from the top and the small ones never split the space they
+  need. A tile holds one KV head's rows (256 KiB on E4B: L2 is seven of them); stacked
+  from the top of its hole instead, the first tiles of a step ran into the top share, the
+  next layer's tiles then stacked under the words reserved there, off the grid, and a
+  layer's sixth tile found its 16,384 words only across reserved ones (every policy's
+  program at 1023 and beyond on v002-spec). A large region smaller than the largest (a KV
+  tile read without the new row, a last tile of fewer rows) starts where a region of the
+  largest size would, its spare words on top: the boundaries of the stack stay a whole
+  tile apart, so the hole a short tile leaves takes a whole one. Placed at the top of its
+  hole instead, the short tile shifted every tile stacked under it down by its spare
+  words, and once a whole tile took its place the hole above the lower one was short by
+  that much (E4B at position 1023 on v002-as-built, a KV-sharing layer whose V tile 1 is
+  read before V tile 0's ·V: a hole of 32,704 words for a 32,768-word tile; at 760, a
+  last tile of 248 rows: 320 words short; aligning only regions within 1/16 of a slot,
+  the steps at 952 and 976, last tiles of 440 and 464 rows, did not lower either). With no
+  grid place in any hole a large region takes the top of the highest hole, a whole slot
+  down when it is at least half a slot and the hole has room; a shorter one keeps the top
+  of its hole, or the room idle above it was missed (E4B's layers 0-21 at position 700 on
+  v002-as-built did not lower).
 
 Tensors that one instruction reads as one operand (the parts of a GEMV's input vector, a KV
 tile and the new row) are one *group*: one contiguous region, parts in order; each part is
@@ -63,6 +67,9 @@ from pccx_flow.errors import PccxFlowError
 # A region of at least 1/LARGE_FRACTION of L2 (a 512-row KV tile of one head: 256 KiB of
 # 1.75 MiB) is "large" and stacks from the top; the small ones fill from the bottom.
 LARGE_FRACTION = 16
+# A small region that no CVO touches, of at least 1/WINDOW_SHARE of a CVO window smaller
+# than L2, goes above the window when it can (module docstring).
+WINDOW_SHARE = 8
 
 
 class AllocationError(PccxFlowError):
@@ -87,16 +94,17 @@ class L2Allocator:
     """Two-ended free-list allocator over ``total_words`` with a low window of ``reach_words``.
 
     ``low=True`` requests are placed first-fit from the bottom and must end within the reach;
-    small others first-fit from the bottom too; large ones at the top of the highest hole,
-    a whole ``slot_words`` down when they are smaller but half of it or more (module
+    small others first-fit from the bottom too (a sizeable one above the reach if it can);
+    large ones at the highest slot-grid place, else at the top of the highest hole (module
     docstring). It tracks the peak of live words and the fragmentation at that peak.
     """
 
     total_words: int
     reach_words: int
     # where small regions that no CVO touches go: "bottom" (first fit from 0, which keeps
-    # the top free for the large ones) or "above-reach" (first fit above the CVO window,
-    # else anywhere, which keeps the window for the CVO's tensors)
+    # the top free for the large ones; one of 1/WINDOW_SHARE of a window or more above it
+    # if it can) or "above-reach" (first fit above the CVO window, else anywhere, which
+    # keeps the window for the CVO's tensors)
     small: str = "bottom"
     # the largest large region's words (0: none): a smaller large region starts where one of
     # this size would (module docstring)
@@ -237,8 +245,10 @@ class L2Allocator:
             top = fits[-1][1]  # the top of the highest hole, a whole slot down if it has one
             slot = top - self.slot_words
             return slot if self._short_of_a_slot(words) and slot >= fits[-1][0] else top - words
-        if self.small == "above-reach":
-            reach = self.reach_words
+        reach = self.reach_words
+        if self.small == "above-reach" or (
+            reach < self.total_words and words * WINDOW_SHARE >= reach
+        ):
             above = [max(h[0], reach) for h in fits if h[1] - max(h[0], reach) >= words]
             if above:
                 return above[0]
@@ -248,7 +258,7 @@ class L2Allocator:
         """The highest ``ceiling - k * slot_words`` (k >= 1) where `words` fit in `hole`, or
         None (no grid, or no grid place in the hole)."""
         slot, ceiling = self.slot_words, self.ceiling
-        if not slot or not ceiling or words > slot or 2 * words < slot:
+        if not slot or not ceiling or words > slot:
             return None
         top = min(hole[1], ceiling)
         at = ceiling - -(-(ceiling - top + words) // slot) * slot

@@ -85,8 +85,9 @@ def test_large_regions_stack_on_a_slot_grid_under_the_ceiling():
     assert layers(ceiling=105) == [89, 73, 57, 41, 25, 9, 89, 73, 57]
     assert layers(ceiling=0) == [96, 80, 64, 48, 32, 16, 92, 76, None]
     a = L2Allocator(total_words=112, reach_words=112, slot_words=16, ceiling=105)
-    assert a.alloc(7, low=False) == 105  # under half a slot: the top of its hole, no grid
-    assert a.alloc(8, low=False) == 89  # half a slot and more: on the grid
+    assert a.alloc(7, low=False) == 89  # a large region under half a slot: on the grid too
+    assert a.alloc(8, low=False) == 73  # and one of half a slot, a slot down
+    assert a.alloc(16, low=False) == 57
 
 
 def test_slot_cache_reuses_values_and_evicts_the_least_recently_used():
@@ -107,6 +108,21 @@ def test_above_reach_keeps_small_regions_out_of_the_cvo_window_while_there_is_ro
     assert a.alloc(90, low=False) == 480  # above the window while there is room ...
     assert a.alloc(50, low=False) == 80  # ... then anywhere
     assert a.largest_hole(below=400) == 270 and a.live_below(400) == 130
+
+
+def test_a_sizeable_small_region_goes_above_a_cvo_window_smaller_than_l2():
+    """A region no CVO touches and of 1/8 of the window or more (a KV tile of a few rows)
+    would take much of the window from the CVO's operands: above it when a hole there takes
+    it, else first fit; a smaller one stays at the bottom. With the window all of L2
+    (v002-spec) nothing changes."""
+    a = L2Allocator(total_words=1600, reach_words=400)  # large: >= 100 words
+    assert a.alloc(50, low=False) == 400  # 1/8 of the window: above it
+    assert a.alloc(49, low=False) == 0  # smaller: first fit from the bottom
+    assert a.alloc(60, low=False) == 450
+    assert a.alloc(1090, low=False) == 510  # large: the top of the highest hole
+    assert a.alloc(50, low=False) == 49  # no room above the window: first fit
+    b = L2Allocator(total_words=1600, reach_words=1600)
+    assert b.alloc(50, low=False) == 0
 
 
 def test_words_reserved_for_a_later_part_are_lent_only_to_regions_that_die_before_it():
