@@ -31,8 +31,9 @@ policy obeys the same rules (and the validator checks them independently):
   three outputs at once.
 
 A problem may also name nodes to *admit* by room (``problem.admit``, KV reads issued as
-far ahead as L2 allows: `initial_ready`): the timeline then releases such a node to the
-policy only when the capacities have room for it and a reserve beside what is held open.
+far ahead as L2 allows: `initial_ready`): the timeline then releases such nodes to the
+policy in program order, each only when the capacities have room for it and a reserve
+beside what is held open.
 
 The earliest start is the fixed point of "lane free, then every pool free" pushed forward
 together; each step jumps to an interval end, so it ends after a few steps. Busy intervals
@@ -318,12 +319,13 @@ class Timeline:
         }
         self.memory_wait: dict[Node, int] = {}  # cycles a node waited for capacity after its
         # inputs were ready (only nodes that waited)
-        # `problem.admit`: ready nodes held back until the capacities have room (`_admitted`),
-        # in the order they became ready, and how many released nodes are not placed yet
-        self._withheld: list[Node] = []
+        # `problem.admit`: its nodes are released in program order (`_turn` indexes
+        # `_admit_order`), each once it is ready and the capacities have room (`_admitted`);
+        # ready ones not released yet are withheld. `_ready_left`: released nodes not placed.
+        self._admit_order: list[Node] = sorted(problem.admit or (), key=problem.index.__getitem__)
+        self._turn = 0
+        self._withheld: set[Node] = set()
         self._ready_left = 0
-        self._loosest: dict[str, int] = {}  # per capacity, the most open bytes a withheld
-        # node admits: while every capacity holds more, none of them has room
         self._promised: dict[str, int] = {}  # bytes of admitted nodes not placed yet
         self._promised_nodes: set[Node] = set()
         self._initial: list[Node] | None = None
@@ -344,83 +346,70 @@ class Timeline:
     def initial_ready(self) -> list[Node]:
         """Nodes with no predecessors, in problem order.
 
-        A node of ``problem.admit`` that is ready (here or when `released`) is released
-        only once every capacity it demands has room for it and its reserve beside the
-        bytes placed nodes hold for readers not placed yet and those of the nodes of
-        ``problem.admit`` released before it and not placed yet: it then comes in the
-        `released` tuple of the placement that made the room, or of the first placement
-        after which no other released node is left unplaced (so a policy that places what
-        is released never runs out of nodes). A policy that places nodes in an order of its
-        own may place a held node at any time."""
+        The nodes of ``problem.admit`` are released one after another in program order:
+        each once it is ready and every capacity it demands has room for it and its
+        reserve beside the bytes placed nodes hold for readers not placed yet and those of
+        the admitted nodes not placed yet. It then comes in the `released` tuple of the
+        placement that made the room, or, when no released node is left unplaced (a policy
+        that places what is released never runs out of nodes), of the placement after
+        which it is ready. In program order, a KV read of a later layer never takes the
+        room a stream of the layer before still needs: released as they became ready,
+        a layer's whole stream of one head took the six tile slots of E4B at 1400 tokens
+        while the other head of the layer before waited for one (cpop and random stopped
+        in a memory deadlock). A policy that places nodes in an order of its own may place
+        a held node at any time."""
         ready = [n for n in self.problem.order if not self.problem.preds[n]]
         if not self.problem.admit:
             return ready
         if self._initial is None:  # asked once: the nodes it holds back stay held
             out = self._release(ready)
-            if not out and self._withheld:  # nothing else to start with
-                out = [self._withheld.pop(0)]
-                self._promise(out[0])
             self._ready_left = len(out)
             self._initial = out
         return list(self._initial)
 
     def _admitted(self, node: Node) -> bool:
         """Whether `node` has room beside what placed nodes hold open and what nodes
-        admitted before it will take; if so it is promised its bytes."""
+        admitted before it will take."""
         reserve, promised = self.problem.admit[node], self._promised
-        demand = self._demand_key.get(node, ())
-        for cap, nbytes in demand:
+        for cap, nbytes in self._demand_key.get(node, ()):
             ledger = self._ledgers[cap]
             if ledger.open_bytes + promised.get(cap, 0) + nbytes + reserve > ledger.size:
                 return False
-        self._promise(node)
         return True
 
-    def _promise(self, node: Node) -> None:
-        for cap, nbytes in self._demand_key.get(node, ()):
-            self._promised[cap] = self._promised.get(cap, 0) + nbytes
-        self._promised_nodes.add(node)
-
-    def _withhold(self, node: Node) -> None:
-        self._withheld.append(node)
-        reserve, loosest = self.problem.admit[node], self._loosest
-        for cap, nbytes in self._demand_key.get(node, ()):
-            most = self._ledgers[cap].size - nbytes - reserve
-            if most > loosest.get(cap, -1):
-                loosest[cap] = most
-
     def _release(self, ready: list[Node]) -> list[Node]:
-        """`ready` less the nodes of ``problem.admit`` without room yet (withheld)."""
+        """`ready` less the nodes of ``problem.admit`` (withheld), with those whose turn
+        has come and that have room (`initial_ready`)."""
         admit = self.problem.admit
         out = []
         for n in ready:
-            if n in admit and not self._admitted(n):
-                self._withhold(n)
+            if n in admit:
+                self._withheld.add(n)
             else:
                 out.append(n)
+        if self._withheld:
+            self._take_turns(out)
         return out
 
-    def _readmit(self, released: list[Node]) -> None:
-        """Move withheld nodes that have room now, or the first of them when no released
-        node is left unplaced, onto `released`."""
-        stuck = self._ready_left + len(released) == 0
-        ledgers = self._ledgers
-        promised = self._promised
-        if not stuck and all(
-            ledgers[c].open_bytes + promised.get(c, 0) > most for c, most in self._loosest.items()
-        ):
-            return  # no withheld node has room (`_loosest`)
-        withheld = [n for n in self._withheld if n not in self.slots]  # (or placed anyway)
-        now = [n for n in withheld if self._admitted(n)]
-        if not now and stuck and withheld:
-            now = withheld[:1]
-            self._promise(now[0])
-        self._withheld, self._loosest = [], {}
-        taken = set(now)
-        for n in withheld:
-            if n not in taken:
-                self._withhold(n)
-        released.extend(now)
+    def _take_turns(self, released: list[Node]) -> None:
+        """Release onto `released` the withheld nodes whose turn has come, while they have
+        room, or the next one anyway when no released node is left unplaced."""
+        order, withheld, slots = self._admit_order, self._withheld, self.slots
+        while self._turn < len(order):
+            n = order[self._turn]
+            if n in slots:  # placed while held, by a policy of its own order
+                withheld.discard(n)
+            elif n not in withheld:
+                return  # not ready yet
+            elif self._admitted(n) or self._ready_left + len(released) == 0:
+                withheld.discard(n)
+                for cap, nbytes in self._demand_key.get(n, ()):
+                    self._promised[cap] = self._promised.get(cap, 0) + nbytes
+                self._promised_nodes.add(n)
+                released.append(n)
+            else:
+                return  # no room yet
+            self._turn += 1
 
     def is_ready(self, node: Node) -> bool:
         """True when every predecessor of `node` is placed and `node` itself is not."""
@@ -670,10 +659,11 @@ class Timeline:
                 self._promised_nodes.discard(node)
                 for cap, nbytes in self._demand_key.get(node, ()):
                     self._promised[cap] -= nbytes
+            elif node in self._withheld:  # placed while held
+                self._withheld.discard(node)
+                self._ready_left += 1
             self._ready_left -= 1
             released = self._release(released)
-            if self._withheld:
-                self._readmit(released)
             self._ready_left += len(released)
         self._released[node] = tuple(released)
         if self.on_place is not None:

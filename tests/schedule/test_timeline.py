@@ -185,6 +185,35 @@ def test_a_withheld_node_is_released_when_nothing_else_is_left():
     assert not timeline.unplaced()
 
 
+def test_nodes_to_admit_are_released_in_program_order():
+    """Two streams of reads (40 bytes each of 100): a0 then a1 (a1 waits for a0), and b0, b1,
+    later in program order and read by work that needs a1's. Released as they became ready,
+    b0 and b1 took the room while a1 still waited for a0, and a1 then found none beside
+    them (b's bytes wait for `done`, which waits for a1): a deadlock. In program order b0
+    waits its turn, and placing what is released finishes the step."""
+    g = nx.DiGraph()
+    g.add_nodes_from(["a0", "a1", "ua", "ua1", "done", "b0", "b1", "ub0", "ub1"])
+    g.add_edges_from([("a0", "a1"), ("a0", "ua"), ("a1", "ua1"), ("ua", "done"),
+                      ("ua1", "done"), ("done", "ub0"), ("done", "ub1"), ("b0", "ub0"),
+                      ("b1", "ub1")])  # fmt: skip
+    costs = {n: {"x0": 10} for n in g}
+    readers = {"a0": "ua", "a1": "ua1", "b0": "ub0", "b1": "ub1"}
+    holds = {r: [((u,), {"l2": 40})] for r, u in readers.items()}
+    problem = SchedulingProblem(g, [Lane("x0", "cpu")], costs, capacities={"l2": 100},
+                                holds=holds, admit=dict.fromkeys(readers, 0))  # fmt: skip
+    timeline = Timeline(problem)
+    ready = timeline.initial_ready()
+    assert ready == ["a0"]  # b0 waits for a1's turn, though it is ready
+    placed = []
+    while ready:
+        node = ready.pop(0)
+        timeline.place(node, "x0")
+        placed.append(node)
+        ready += timeline.released(node)
+    assert not timeline.unplaced()
+    assert placed.index("a1") < placed.index("b0")
+
+
 def test_admit_refuses_an_unknown_node_or_a_bad_reserve():
     with pytest.raises(GraphError, match="not in the graph"):
         _reads_problem({"zz": 0})
