@@ -1,12 +1,13 @@
-"""Study: KV reads issued as far ahead as L2 has room, against the fixed rules `schedule` uses.
+"""Benchmark: the KV read-ahead rule `schedule` uses against the fixed rules and variants.
 
-`schedule` issues each stream's KV tile reads (a layer's tiles of one KV head) by fixed
-rules (`pccx_flow.schedule.readahead.kv_prefetch_edges`: at most two K tiles and one V
-tile of a stream in flight, whatever L2 holds). The stream rule reads a stream's tiles one
-after another and has the timeline hold each back until L2 has room for it and a reserve
-(`readahead.kv_stream_edges`, `problem.admit`, ``READ_AHEAD_RESERVE`` = 256 KiB). Both run
-for every policy. Positions 700 and 1400 have a short last tile (188 and 376 rows and the
-new row), where the stream rule's programs often do not lower.
+`schedule` reads each stream's KV tiles (a layer's tiles of one KV head) one after another
+and has the timeline hold each back until L2 has room for it and a reserve, with at most
+as many tiles in L2 as it holds less one (`pccx_flow.schedule.readahead.kv_stream_edges`,
+`problem.admit`, ``READ_AHEAD_RESERVE`` = 256 KiB, `default_tile_slots`: six on E4B). The
+fixed rules (`kv_prefetch_edges`: at most two K tiles and one V tile of a stream in
+flight, whatever L2 holds) and the stream rule without tile slots run beside it, for every
+policy. Positions 700 and 1400 have a short last tile (188 and 376 rows and the new row),
+where the stream rule's programs did not lower without the slots.
 
 Every policy runs as `schedule` runs it (`run_on_problem`: the validator checks L2); a
 policy that deadlocks on memory is recorded. Each schedule is then lowered to a program
@@ -20,13 +21,11 @@ reports (the bounds walk data edges only: the same for every mode's problem).
     python benchmarks/bench_read_ahead.py
     python benchmarks/bench_read_ahead.py --positions 2047 --profiles v002-as-built
     python benchmarks/bench_read_ahead.py --name read_ahead_lowering \
-        --positions 520 568 616 664 712 760 808 856 904 952 1000 1100 1400 \
-        --policies critical-path heft --reserves 512 768
-        # where programs lower (short last tiles), and larger reserves
-    python benchmarks/bench_read_ahead.py --name read_ahead_slots_spec --profiles v002-spec \
         --positions 520 568 616 664 712 760 808 856 904 952 1000 1100 1400 2047 4095 8191 \
-        --policies critical-path heft --tile-slots 6
-        # at most five KV tiles in L2 (and read_ahead_slots_as_built for v002-as-built)
+        --policies critical-path heft
+        # where programs lower (below 2047 most positions have a short last tile)
+    python benchmarks/bench_read_ahead.py --positions 1023 --reserves 512 --tile-slots 5
+        # other reserves and numbers of tile slots beside the default
 
 Writes benchmarks/results/read_ahead.json (or `--name`'s).
 """
@@ -53,7 +52,6 @@ from pccx_flow.hardware.profile import load_profile  # noqa: E402
 from pccx_flow.model.config import get_config  # noqa: E402
 from pccx_flow.schedule.metrics import step_bounds  # noqa: E402
 from pccx_flow.schedule.problem import problem_from_graph  # noqa: E402
-from pccx_flow.schedule.readahead import READ_AHEAD_RESERVE  # noqa: E402
 from pccx_flow.schedule.registry import make_policy, run_on_problem  # noqa: E402
 
 POLICIES = ["critical-path", "heft", "etf", "dls", "lookahead", "min-min", "cpop", "random",
@@ -77,18 +75,17 @@ def bench_point(
     align = row_align_for(target_of(profile))
     with collector_paused(collect_after=True):
         graph = build_decode_graph("e4b", position=position, profile=profile, row_align=align)
-        modes = [("fixed (schedule)", None),
-                 (f"stream, reserve {READ_AHEAD_RESERVE // 1024} KiB", {"rule": "stream"})]
+        modes = [("fixed", {"rule": "fixed"}), ("stream (schedule)", None),
+                 ("stream, no tile slots", {"rule": "stream", "tile_slots": 0})]
         modes += [(f"stream, reserve {k} KiB", {"rule": "stream", "reserve_bytes": k * 1024})
                   for k in reserves]  # fmt: skip
-        modes += [(f"stream, reserve {READ_AHEAD_RESERVE // 1024} KiB, {n} tile slots",
-                   {"rule": "stream", "tile_slots": n})
+        modes += [(f"stream, {n} tile slots", {"rule": "stream", "tile_slots": n})
                   for n in tile_slots]  # fmt: skip
         problems = {
             mode: problem_from_graph(graph, profile, memory=True, read_ahead=rule)
             for mode, rule in modes
         }
-        bounds = step_bounds(problems["fixed (schedule)"], profile)
+        bounds = step_bounds(problems["stream (schedule)"], profile)
         largest = bounds["bounds_cycles"][bounds["largest_bound"]]
         rows = []
         for policy in policies:

@@ -98,7 +98,8 @@ def capacity_groups(problem: SchedulingProblem) -> list[CapacityGroup]:
     decode step's KV tile reads). Reads of one layer form a group; the early work is the
     most lane time a set of the group's reads of at most the capacity's bytes, less what
     other holds must keep resident beside them (`resident_beside`), can take
-    (`most_work_within`), the late work the rest.
+    (`most_work_within`), the late work the rest. Capacities a heuristic adds
+    (``problem.order_capacities``) are left out: a bound holds for the hardware's problem.
     """
     preds, succs = hardware_precedence(problem)
     groups: dict[tuple, dict] = {}
@@ -107,6 +108,8 @@ def capacity_groups(problem: SchedulingProblem) -> list[CapacityGroup]:
         if preds[n] or not hold.readers:
             continue
         for cap, nbytes in hold.row:
+            if cap in problem.order_capacities:  # a heuristic's pacing, not the hardware's
+                continue
             key = (cap, problem.graph.nodes[n].get("layer"))
             g = groups.setdefault(key, {"bytes": {}, "holds": []})
             g["bytes"][n] = g["bytes"].get(n, 0) + nbytes

@@ -110,10 +110,13 @@ def residency_bounds(problem: SchedulingProblem) -> dict[str, int]:
 
     It adds a constraint to the problem and removes none, so every bound without memory
     stays valid; this one binds when the capacity is small against long-lived bytes (KV
-    tiles that stream in while their scores run).
+    tiles that stream in while their scores run). A capacity a heuristic adds
+    (``problem.order_capacities``: the KV tile slots) has none: it is not the hardware's.
     """
     out: dict[str, int] = {}
     for cap, size in problem.capacities.items():
+        if cap in problem.order_capacities:  # a heuristic's, not the hardware's
+            continue
         total = 0
         for hold in problem.holds:
             d = dict(hold.row).get(cap, 0)

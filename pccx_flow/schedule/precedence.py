@@ -1,6 +1,6 @@
 """Which edges of a scheduling problem the hardware forces, and bit masks over node sets.
 
-A problem within L2 carries order-only edges (`pccx_flow.schedule.readahead.kv_prefetch_edges`):
+A problem within L2 carries order-only edges (`pccx_flow.schedule.readahead.kv_stream_edges`):
 a heuristic's choice of when to issue a node. Every lower bound walks the data edges only
 (`hardware_precedence`), so it bounds the hardware problem, not the heuristic's graph.
 """
@@ -40,7 +40,7 @@ def hardware_precedence(problem: SchedulingProblem) -> tuple[dict, dict]:
     """``(preds, succs)`` of the problem without its order-only edges.
 
     Order-only edges (``order_only=True``, e.g. `pccx_flow.schedule.readahead.
-    kv_prefetch_edges`) are a heuristic's choice of when to issue a node, not something
+    kv_stream_edges`) are a heuristic's choice of when to issue a node, not something
     the hardware forces: a schedule that ignores them can be valid and shorter. A bound
     computed along them would bound that heuristic, not the hardware problem, so the
     bounds below walk only the data edges."""

@@ -101,6 +101,7 @@ class SchedulingProblem:
         holds: Mapping[Node, Iterable[tuple[Iterable[Node], Mapping[str, int]]]] | None = None,
         order_edges: Iterable[tuple[Node, Node]] | None = None,
         admit: Mapping[Node, int] | None = None,
+        order_capacities: Iterable[str] = (),
     ) -> None:
         self.graph = graph
         self.name = name
@@ -226,6 +227,13 @@ class SchedulingProblem:
                 raise GraphError(f"node {n!r}: reserve {reserve!r} is not an int >= 0 (bytes)")
             if n in self.demands:
                 self.admit[n] = int(reserve)
+        # Capacities a heuristic adds to pace issue (the stream rule's KV tile slots,
+        # `pccx_flow.schedule.readahead.KV_SLOTS`): they bind the schedule as order-only
+        # edges do, but no hardware rule needs them, so the bounds leave them out.
+        self.order_capacities: frozenset[str] = frozenset(order_capacities)
+        unknown = self.order_capacities - set(self.capacities)
+        if unknown:
+            raise GraphError(f"order capacity {sorted(unknown)[0]!r} is not a capacity")
 
     @classmethod
     def from_functions(
@@ -338,14 +346,15 @@ class SchedulingProblem:
         """The same problem without its order-only edges (``order_edges``): the hardware's.
 
         Order-only edges are a heuristic's issue order (`pccx_flow.schedule.readahead.
-        kv_prefetch_edges`), not a rule of the hardware, and the lower bounds of
+        kv_stream_edges`), not a rule of the hardware, and the lower bounds of
         `pccx_flow.schedule.metrics` ignore them; an exact solver given this problem answers
         the question those bounds are about. Edges marked ``order_only=True`` on the graph
         itself are data of that graph and stay; ``admit`` (the timeline holding KV reads
-        back until L2 has room, a heuristic's too) goes. Lanes, costs, comm, pools and
-        capacities are the same; each hold keeps its bytes and those of its readers the
-        graph feeds (a reader only through an order-only edge is not a reader of the data).
-        Returns `self` when there are no order-only edges.
+        back until L2 has room, a heuristic's too) and ``order_capacities`` go. Lanes,
+        costs, comm, pools and the other capacities are the same; each hold keeps its
+        bytes and those of its readers the graph feeds (a reader only through an order-only
+        edge is not a reader of the data). Returns `self` when there are no order-only
+        edges or capacities.
 
         >>> g = nx.DiGraph([("a", "b")]); g.add_node("c")
         >>> p = SchedulingProblem(g, [Lane("x0", "cpu")], {n: {"x0": 1} for n in "abc"},
@@ -353,17 +362,19 @@ class SchedulingProblem:
         >>> p.succs["b"], p.without_order_edges().succs["b"]
         (('c',), ())
         """
-        if not self.order_edges:
+        if not self.order_edges and not self.order_capacities:
             return self
-        graph = self.graph
+        graph, dropped = self.graph, self.order_capacities
         holds: dict[Node, list[tuple[tuple[Node, ...], dict[str, int]]]] = {}
         for h in self.holds:
             readers = tuple(r for r in h.readers if graph.has_edge(h.node, r))
-            holds.setdefault(h.node, []).append((readers, dict(h.row)))
+            row = {c: b for c, b in h.row if c not in dropped}
+            holds.setdefault(h.node, []).append((readers, row))
+        capacities = {c: b for c, b in self.capacities.items() if c not in dropped}
         return SchedulingProblem(
             graph, self.lanes, self.costs, comm=self._comm, resources=self.resources,
             pools=self.pools, name=self.name, source=self.source,
-            capacities=self.capacities, holds=holds,
+            capacities=capacities, holds=holds,
         )  # fmt: skip
 
     def __len__(self) -> int:
@@ -507,13 +518,14 @@ def problem_from_graph(
     instance of each pool `node_resources` names. Communication is free: every lane reads and
     writes the shared L2, so a value produced on one lane is visible to all. With
     ``memory=True`` the problem also carries the profile's L2 (and SFU reach) as capacities
-    and each output tensor's resident bytes as holds (`memory.decode_holds`), and the
-    order-only edges that issue KV tile reads just ahead of use
-    (`pccx_flow.schedule.readahead.kv_prefetch_edges`; ``problem.order_edges``, the graph
-    is not changed). `read_ahead` is a study of other rules (`readahead.read_ahead_of`;
-    `benchmarks/bench_read_ahead.py`, `benchmarks/bench_gap.py`): the fixed rules'
-    keywords, or ``{"rule": "stream", "reserve_bytes": N}`` for `readahead.kv_stream_edges`,
-    whose reads the timeline holds back until L2 has room (``problem.admit``).
+    and each output tensor's resident bytes as holds (`memory.decode_holds`), the
+    order-only edges that issue each stream's KV tile reads one after another
+    (`pccx_flow.schedule.readahead.kv_stream_edges`; ``problem.order_edges``, the graph is
+    not changed), the reads the timeline holds back until L2 has room
+    (``problem.admit``) and a capacity of KV tile slots (`readahead.KV_SLOTS`).
+    `read_ahead` names another rule (`readahead.read_ahead_of`;
+    `benchmarks/bench_read_ahead.py`, `benchmarks/bench_gap.py`): ``{"rule": "fixed"}``,
+    the fixed rules, with their keywords, or the stream rule's keywords.
     """
     from pccx_flow.hardware.cost import cycles_of, node_resources
 
@@ -542,15 +554,15 @@ def problem_from_graph(
             row = rows[(cls, cycles)] = {name: cycles for name in names}
         costs[n] = row
         resources[n] = node_resources(attrs, profile, n)
-    capacities = holds = order_edges = admit = None
+    capacities = holds = order_edges = admit = slots = None
     if memory:
-        from pccx_flow.schedule.memory import decode_capacities, decode_holds
+        from pccx_flow.schedule.memory import L2, decode_capacities, decode_holds
         from pccx_flow.schedule.readahead import KV_SLOTS, read_ahead_of
 
         capacities = decode_capacities(profile)
         holds = decode_holds(graph, capacities)
-        order_edges, admit, slots = read_ahead_of(graph, read_ahead)
-        if slots:  # a study's KV tile slots: each read holds one (`readahead.KV_SLOTS`)
+        order_edges, admit, slots = read_ahead_of(graph, read_ahead, l2_bytes=capacities[L2])
+        if slots:  # KV tile slots: each read holds one (`readahead.KV_SLOTS`)
             count, nbytes = slots
             capacities[KV_SLOTS] = count * nbytes
             for n in admit or ():  # a read's tile is one tensor: its first (only) hold
@@ -568,4 +580,5 @@ def problem_from_graph(
         holds=holds,
         order_edges=order_edges,
         admit=admit,
+        order_capacities=(KV_SLOTS,) if slots else (),
     )

@@ -5,14 +5,15 @@ priority policies place long DMA reads early: the whole context of every layer w
 resident in L2 at once. The edges here (``problem.order_edges``; the decode graph is not
 changed) bound how far ahead each stream of tiles (a layer's rows of one KV head) is read.
 
-- `kv_prefetch_edges`, what `schedule` uses: fixed rules that issue each tile just ahead
-  of its use, at most two K tiles and one V tile of a stream in flight, whatever L2 holds.
-- `kv_stream_edges`, a study (``read_ahead={"rule": "stream"}`` in
-  `pccx_flow.schedule.problem.problem_from_graph`): a stream's tiles are read one after
-  another, each as soon as L2 has room for it (the timeline decides: `problem.admit`,
-  `READ_AHEAD_RESERVE`), the key tiles never more than `EXP_LEAD` ahead of the work that
-  frees their scores' exponentials. Its schedules are shorter at most points, but their
-  programs often do not lower where a stream's last tile is short (`kv_stream_edges`).
+- `kv_stream_edges`, what `schedule` uses: a stream's tiles are read one after another,
+  each as soon as L2 has room for it (the timeline decides: `problem.admit`,
+  `READ_AHEAD_RESERVE`), never more of them resident than L2 holds tiles less one
+  (`default_tile_slots`), the key tiles never more than `EXP_LEAD` ahead of the work that
+  frees their scores' exponentials.
+- `kv_prefetch_edges`, the fixed rules (``read_ahead={"rule": "fixed"}`` in
+  `pccx_flow.schedule.problem.problem_from_graph`, for comparison): each tile issued just
+  ahead of its use, at most two K tiles and one V tile of a stream in flight, whatever L2
+  holds.
 """
 
 from __future__ import annotations
@@ -196,8 +197,7 @@ def read_order(k_tiles: list[Node], v_tiles: list[Node]) -> list[Node]:
 
 def kv_stream_edges(graph: nx.DiGraph, exp_lead: int = EXP_LEAD) -> list[tuple[Node, Node]]:
     """Order-only edges that issue a stream's KV tile reads one after another, as far
-    ahead as L2 has room: a study of what a decision by room buys (`schedule` keeps
-    `kv_prefetch_edges`).
+    ahead as L2 has room (what `schedule` uses; `kv_prefetch_edges` are the fixed rules).
 
     Per stream (a layer's tiles of one KV head; tiles in read order, `stream_reads`):
 
@@ -222,22 +222,18 @@ def kv_stream_edges(graph: nx.DiGraph, exp_lead: int = EXP_LEAD) -> list[tuple[N
     (the DMA's): critical-path leaves them out of its levels (`pccx_flow.schedule.policies.
     critical_path.issue_order_edges`).
 
-    Against the fixed rules, E4B within L2 (largest bound; model estimates), critical-path
-    at 1023 / 2047 / 4095 / 8191 was 1.14 / 1.31 / 1.49 / 1.44 % under them and 0.74 / 1.35 /
-    1.55 / 1.37 % with this rule on `v002-spec`, 0.69 / 1.44 / 2.93 / 2.49 % and 0.72 / 1.25
-    / 2.42 / 1.75 % on `v002-as-built`; heft at 8191 2.57 and 2.29 % there. But where a
-    stream's last tile is short its programs often do not lower (the allocator finds no
-    contiguous hole for a tile, or on `v002-as-built` for a CVO operand in the SFU window;
-    the schedule's bytes fit): at 520-1000 tokens (every 48) `critical-path`'s program
-    lowered at 7 of 11 positions on `v002-spec` and 6 of 11 on `v002-as-built`, at 1100 and
-    1400 at neither on `v002-spec`; every one lowers under the fixed rules, and reserves of
-    512 and 768 KiB did not help (`benchmarks/bench_read_ahead.py`). With at most five
-    tiles in L2 (``tile_slots`` 6: the hold-back asks for a slot beside the read's) every
-    `critical-path` and `heft` program lowers at 16 positions from 520 to 8191 on
-    `v002-spec`, with the same steps from 2047 on and shorter ones at 1100 and 1400 than
-    the fixed rules' (1.18 and 2.01 % against 2.29 %); on `v002-as-built` `critical-path`'s
-    still does not at 712 and 760 (CVO operands in the SFU window). So `schedule` keeps the
-    fixed rules.
+    Against the fixed rules, E4B within L2 (largest bound; model estimates; with
+    `default_tile_slots`): critical-path at 700 / 1023 / 1400 / 2047 / 4095 / 8191 was
+    0.75 / 1.14 / 2.29 / 1.31 / 1.49 / 1.44 % over it under them and 0.79 / 0.74 / 2.06 /
+    1.41 / 1.55 / 1.32 % under this rule on `v002-spec`, 0.69 / 0.69 / 0.55 / 1.44 / 2.93 /
+    2.49 % and 0.66 / 0.72 / 0.78 / 1.35 / 2.42 / 1.81 % on `v002-as-built`; heft at 4095
+    and 8191 went from 1.93 / 1.80 to 1.53 / 1.47 % and from 3.03 / 2.57 to 1.98 / 1.68 %,
+    cpop at 8191 on `v002-as-built` from 10.27 to 3.83 % (`benchmarks/bench_read_ahead.py`).
+    Without the tile slots, where a stream's last tile is short the programs often did not
+    lower (the allocator found no contiguous hole for a tile: at 520-1000 tokens every 48,
+    `critical-path`'s lowered at 7 of 11 positions on `v002-spec`); with them every
+    `critical-path` and `heft` program lowers at 16 positions from 520 to 8191 on both
+    profiles.
     """
     _check_lead(exp_lead)
     reads, own_rows = stream_reads(graph)
@@ -382,18 +378,32 @@ class ReadAhead(NamedTuple):
     slots: tuple[int, int] | None
 
 
-def read_ahead_of(graph: nx.DiGraph, study: Mapping[str, Any] | None = None) -> ReadAhead:
-    """What the read-ahead rule adds to a decode graph's problem within L2:
-    `kv_prefetch_edges` (nothing held back), or what `study` names: ``{"rule": "fixed",
-    ...}`` with that function's keywords, or ``{"rule": "stream", "reserve_bytes": N,
-    "exp_lead": N, "tile_slots": S}``: `kv_stream_edges` with every KV read held back until
-    L2 has room for it and N bytes more (`READ_AHEAD_RESERVE` unless given), and with S a
-    `KV_SLOTS` capacity of S slots of the largest tile's bytes, one per read: at most S
-    tiles in L2 at once, and the hold-back then asks for the reserve in slots too (one
-    slot, with a 256 KiB reserve and 256 KiB tiles).
+def default_tile_slots(l2_bytes: int, tile_bytes: int) -> int:
+    """How many KV tiles the stream rule lets L2 hold at once by default: as many as fit
+    less one, at least one. The read's hold-back asks for a slot beside its own (its
+    reserve), so at most one fewer are read ahead. E4B's 1.75 MiB holds seven 256 KiB
+    tiles: six slots, at most five tiles read ahead, the sixth's room left to the layer's
+    other tensors. Without the slots the stream rule's schedules often did not lower where
+    a stream's last tile is short (`kv_stream_edges`); with five (at most four tiles) they
+    lower too, but the steps are longer."""
+    return max(1, l2_bytes // tile_bytes - 1)
+
+
+def read_ahead_of(
+    graph: nx.DiGraph, study: Mapping[str, Any] | None = None, *, l2_bytes: int | None = None
+) -> ReadAhead:
+    """What the read-ahead rule adds to a decode graph's problem within L2 of `l2_bytes`:
+    by default `kv_stream_edges` with every KV read held back until L2 has room for it and
+    `READ_AHEAD_RESERVE` bytes more and a `KV_SLOTS` capacity of `default_tile_slots`
+    slots of the largest tile's bytes, one per read (none without `l2_bytes`). `study`
+    names another: ``{"rule": "fixed", ...}``, `kv_prefetch_edges` with that function's
+    keywords (nothing held back), or ``{"rule": "stream", "reserve_bytes": N, "exp_lead":
+    N, "tile_slots": S}`` with another reserve, lead or number of slots (the hold-back
+    asks for the reserve in slots too: one slot, with a 256 KiB reserve and 256 KiB
+    tiles; 0: no slots, only L2's room).
     """
     keywords = dict(study or {})
-    rule = keywords.pop("rule", "fixed")
+    rule = keywords.pop("rule", "stream")
     if rule not in READ_AHEAD_RULES:
         raise InputError(
             f"unknown read-ahead rule {rule!r}; the rules are {', '.join(READ_AHEAD_RULES)}"
@@ -411,12 +421,14 @@ def read_ahead_of(graph: nx.DiGraph, study: Mapping[str, Any] | None = None) -> 
         return ReadAhead(kv_prefetch_edges(graph, **keywords), None, None)
     reserve = keywords.pop("reserve_bytes", READ_AHEAD_RESERVE)
     slots = keywords.pop("tile_slots", None)
-    for name, value, least in (("reserve_bytes", reserve, 0), ("tile_slots", slots, 1)):
+    for name, value, least in (("reserve_bytes", reserve, 0), ("tile_slots", slots, 0)):
         if value is not None and (type(value) is not int or value < least):
             raise InputError(f"{name} must be a whole number >= {least}, got {value!r}")
     edges = kv_stream_edges(graph, **keywords)
     reads = [n for n, a in graph.nodes(data=True) if a.get("kernel") == "kv_read"]
     slot = max((tensor_bytes(t) for n in reads for t in graph.nodes[n]["outputs"]), default=0)
+    if slots is None and l2_bytes and slot:
+        slots = default_tile_slots(l2_bytes, slot)
     return ReadAhead(
         edges, dict.fromkeys(reads, reserve), (slots, slot) if slots and slot else None
     )

@@ -133,11 +133,11 @@ def test_size_line_counts_the_graphs_edges_as_check_does_and_the_l2_ones_apart()
     """`check` counts the graph's edges; `schedule` within L2 adds order-only read-ahead
     edges. The size line names both, so the two commands' numbers add up."""
     from pccx_flow.graph.build import build_decode_graph
-    from pccx_flow.schedule.readahead import kv_prefetch_edges
+    from pccx_flow.schedule.readahead import kv_stream_edges
 
     graph = build_decode_graph("tiny", layers=(0, 3), position=7)
     profile = load_profile("v002-spec")
-    extra = len(set(kv_prefetch_edges(graph)) - set(graph.edges))
+    extra = len(set(kv_stream_edges(graph)) - set(graph.edges))
     assert extra > 0
     for memory, added in ((True, extra), (False, 0)):
         problem = problem_from_graph(graph, profile, memory=memory)

@@ -14,13 +14,14 @@ from pccx_flow.schedule.readahead import (
     EXP_LEAD,
     KV_SLOTS,
     READ_AHEAD_RESERVE,
+    default_tile_slots,
     kv_prefetch_edges,
     read_order,
 )
 from pccx_flow.schedule.registry import make_policy, run_on_problem
 
-FIXED = {"rule": "fixed"}  # the fixed rules (`kv_prefetch_edges`), what `schedule` uses
-STREAM = {"rule": "stream"}  # reads as far ahead as L2 has room (`kv_stream_edges`), a study
+FIXED = {"rule": "fixed"}  # the fixed rules (`kv_prefetch_edges`)
+STREAM = {"rule": "stream"}  # reads as far ahead as L2 has room (`kv_stream_edges`), the default
 
 
 def _layer_reads(graph, layer, head=0):
@@ -142,7 +143,7 @@ def _freed_by(graph, k_tile):
 
 @pytest.mark.parametrize("position", [40, 60])
 def test_the_stream_rule_reads_one_tile_after_another_as_l2_has_room(position):
-    """The stream rule (a study): every tile of a stream waits for the previous layer's
+    """The stream rule (what `schedule` uses): every tile of a stream waits for the previous layer's
     attention of its head and for the read before it in read order (K 0, K 1, V 0, K 2,
     V 1, ..., the tile with the new row second of its kind), K tile t >= 3 also for what
     frees the exponentials of K tile t - 3, the layer's K (V) row write for its tile's
@@ -170,7 +171,9 @@ def test_the_stream_rule_reads_one_tile_after_another_as_l2_has_room(position):
     assert problem.admit == dict.fromkeys(
         (n for n in graph if graph.nodes[n]["kernel"] == "kv_read"), READ_AHEAD_RESERVE
     )
-    fixed = problem_from_graph(graph, profile, memory=True)  # what `schedule` makes
+    default = problem_from_graph(graph, profile, memory=True)  # what `schedule` makes
+    assert default.admit == problem.admit and default.order_edges == problem.order_edges
+    fixed = problem_from_graph(graph, profile, memory=True, read_ahead=FIXED)
     assert not fixed.admit and set(fixed.preds[k[2]]) == set(graph.successors(k[0]))
 
 
@@ -183,11 +186,13 @@ def test_a_study_names_a_rule_and_its_keywords_or_gets_one_line():
     for study, message in (
         ({"rule": "fastest"}, "unknown read-ahead rule 'fastest'; the rules are fixed, stream"),
         ({**STREAM, "reserve_bytes": -1}, "reserve_bytes must be a whole number >= 0"),
-        ({**STREAM, "tile_slots": 0}, "tile_slots must be a whole number >= 1, got 0"),
+        ({**STREAM, "tile_slots": -1}, "tile_slots must be a whole number >= 0, got -1"),
+        ({**STREAM, "tile_slots": 1.5}, "tile_slots must be a whole number >= 0, got 1.5"),
         ({**STREAM, "double_last_v": False},
          "read-ahead rule 'stream' takes no keyword 'double_last_v'; it takes: exp_lead, "
          "reserve_bytes, tile_slots"),
-        ({"reserve_bytes": 8}, "read-ahead rule 'fixed' takes no keyword 'reserve_bytes'"),
+        ({**FIXED, "reserve_bytes": 8},
+         "read-ahead rule 'fixed' takes no keyword 'reserve_bytes'"),
     ):
         with pytest.raises(InputError, match=message):
             problem_from_graph(graph, profile, memory=True, read_ahead=study)
@@ -322,9 +327,10 @@ def test_reads_released_as_l2_allows_keep_l2_and_wait_for_room(policy):
 
 
 def test_tile_slots_keep_at_most_that_many_kv_tiles_in_l2():
-    """``tile_slots`` (a study of the stream rule): a `KV_SLOTS` capacity of that many of
-    the largest tile's bytes, one slot per read until its readers finish; the validator
-    holds every schedule to it, so fewer tiles are read ahead."""
+    """``tile_slots``: a `KV_SLOTS` capacity of that many of the largest tile's bytes, one
+    slot per read until its readers finish; the validator holds every schedule to it, so
+    fewer tiles are read ahead than with the default's (tiny's tiles are 256 B: L2 holds
+    thousands)."""
     profile = load_profile("v002-spec")
     graph = build_decode_graph("tiny", position=40, tile_rows=16, profile=profile)
     two = {**STREAM, "tile_slots": 2}
@@ -332,7 +338,10 @@ def test_tile_slots_keep_at_most_that_many_kv_tiles_in_l2():
     free = problem_from_graph(graph, profile, memory=True, read_ahead=STREAM)
     reads = [n for n in graph if graph.nodes[n]["kernel"] == "kv_read"]
     tile = max(slots.demands[n]["l2"] for n in reads)
-    assert slots.capacities[KV_SLOTS] == 2 * tile and KV_SLOTS not in free.capacities
+    assert slots.capacities[KV_SLOTS] == 2 * tile
+    assert free.capacities[KV_SLOTS] == default_tile_slots(free.capacities["l2"], tile) * tile
+    none = problem_from_graph(graph, profile, memory=True, read_ahead={**STREAM, "tile_slots": 0})
+    assert KV_SLOTS not in none.capacities and none.admit == free.admit
     assert all(slots.demands[n][KV_SLOTS] == tile for n in reads)
     for policy in ("critical-path", "heft"):
         held = run_on_problem(make_policy(policy), slots, label=policy, profile=profile.name)
@@ -340,3 +349,28 @@ def test_tile_slots_keep_at_most_that_many_kv_tiles_in_l2():
         assert tile <= most <= 2 * tile  # validated by run_on_problem too
         ahead = run_on_problem(make_policy(policy), free, label=policy, profile=profile.name)
         assert max(b for _, b in occupancy(ahead, slots, KV_SLOTS)) > 2 * tile
+
+
+def test_tile_slots_pace_the_schedule_but_bound_nothing():
+    """The tile slots are a heuristic's, like the order-only edges: the bounds are those of
+    the problem without them (two slots that bind the schedule change none), and the
+    hardware's problem (`without_order_edges`) has no such capacity."""
+    from pccx_flow.schedule.metrics import step_bounds
+
+    profile = load_profile("v002-spec")
+    graph = build_decode_graph("tiny", position=40, tile_rows=16, profile=profile)
+    two = problem_from_graph(graph, profile, memory=True, read_ahead={**STREAM, "tile_slots": 2})
+    none = problem_from_graph(graph, profile, memory=True, read_ahead={**STREAM, "tile_slots": 0})
+    assert two.order_capacities == {KV_SLOTS} and not none.order_capacities
+    assert step_bounds(two, profile)["bounds_cycles"] == step_bounds(none, profile)["bounds_cycles"]
+    hardware = two.without_order_edges()
+    assert KV_SLOTS not in hardware.capacities and not hardware.order_capacities
+    assert all(KV_SLOTS not in dict(h.row) for h in hardware.holds)
+
+
+def test_default_tile_slots_leave_one_tile_of_l2_to_the_rest():
+    """E4B: 1.75 MiB of L2 holds seven 256 KiB tiles, so six slots; never fewer than one."""
+    assert default_tile_slots(1_835_008, 262_144) == 6
+    assert default_tile_slots(1_835_008, 300_000) == 5
+    assert default_tile_slots(1_835_008, 1_835_008) == 1
+    assert default_tile_slots(100, 262_144) == 1

@@ -114,7 +114,7 @@ def stall_levels(problem: SchedulingProblem, weight: float = STALL_WEIGHT) -> di
     timeline keeps it: it says in which order the lanes take the two, not that the second
     needs the first's result, and counted, a stream's chain of reads stacked all of its
     read time onto its first read. Order-only edges from other lanes (a read waiting for
-    the scores or ·V that free its room) still count. With the fixed read-ahead rules
+    the scores or ·V that free its room) still count. Under the fixed read-ahead rules
     (`pccx_flow.schedule.readahead.kv_prefetch_edges`, whose only such edge is the last V
     tile's wait for the read before it) E4B within L2 at 1023 / 2047 went from 1.41 / 1.47 %
     over the largest bound to 1.14 / 1.31 % on `v002-spec`, 0.66 -> 0.69 % at 1023 on
