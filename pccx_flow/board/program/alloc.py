@@ -11,10 +11,11 @@ contiguous hole among many small ones:
   from address 0 upward;
 - other small tensors: first fit from address 0 as well (above the reach, they would split
   the space the large ones need), except one of at least 1/`WINDOW_SHARE` of a window
-  smaller than L2, which goes first fit above the window when a hole there takes it: a KV
-  tile of a few hundred rows (below the large size) placed in the window took 40 % of it,
-  and a layer's CVO operands found no room (E4B at 712 on v002-as-built, a 200-row tile of
-  100 KiB in the 256 KiB window, with at most six tiles in L2);
+  smaller than L2, which is placed as a large one (below): a KV tile of a few hundred rows
+  (below the large size) placed first fit from the bottom took 40 % of the window, and a
+  layer's CVO operands found no room (E4B at 712 on v002-as-built, a 200-row tile of 100
+  KiB in the 256 KiB window); first fit above the window instead, it split the space
+  between the tiles and the next whole tile found a hole 64 words short;
   the lowering retries with all of them above the window (``small="above-reach"``) when
   that fails, since then they can crowd the CVO's tensors out of the window instead;
 - large regions (at least 1/16 of L2): on a grid a KV tile apart (``slot_words``) below
@@ -67,8 +68,8 @@ from pccx_flow.errors import PccxFlowError
 # A region of at least 1/LARGE_FRACTION of L2 (a 512-row KV tile of one head: 256 KiB of
 # 1.75 MiB) is "large" and stacks from the top; the small ones fill from the bottom.
 LARGE_FRACTION = 16
-# A small region that no CVO touches, of at least 1/WINDOW_SHARE of a CVO window smaller
-# than L2, goes above the window when it can (module docstring).
+# A region that no CVO touches, of at least 1/WINDOW_SHARE of a CVO window smaller than L2,
+# is placed as a large one, not first fit from the bottom (module docstring).
 WINDOW_SHARE = 8
 
 
@@ -94,17 +95,16 @@ class L2Allocator:
     """Two-ended free-list allocator over ``total_words`` with a low window of ``reach_words``.
 
     ``low=True`` requests are placed first-fit from the bottom and must end within the reach;
-    small others first-fit from the bottom too (a sizeable one above the reach if it can);
-    large ones at the highest slot-grid place, else at the top of the highest hole (module
-    docstring). It tracks the peak of live words and the fragmentation at that peak.
+    small others first-fit from the bottom too; large ones (and sizeable ones beside a
+    small window) at the highest slot-grid place, else at the top of the highest hole
+    (module docstring). It tracks the peak of live words and the fragmentation at that peak.
     """
 
     total_words: int
     reach_words: int
     # where small regions that no CVO touches go: "bottom" (first fit from 0, which keeps
-    # the top free for the large ones; one of 1/WINDOW_SHARE of a window or more above it
-    # if it can) or "above-reach" (first fit above the CVO window, else anywhere, which
-    # keeps the window for the CVO's tensors)
+    # the top free for the large ones) or "above-reach" (first fit above the CVO window,
+    # else anywhere, which keeps the window for the CVO's tensors)
     small: str = "bottom"
     # the largest large region's words (0: none): a smaller large region starts where one of
     # this size would (module docstring)
@@ -237,7 +237,10 @@ class L2Allocator:
             return next((h[0] for h in fits if h[0] + words <= self.reach_words), None)
         if not fits:
             return None
-        if words * LARGE_FRACTION >= self.total_words:
+        reach = self.reach_words
+        if words * LARGE_FRACTION >= self.total_words or (
+            reach < self.total_words and words * WINDOW_SHARE >= reach
+        ):  # large, or sizeable beside a small CVO window: placed as a tile (module doc)
             for hole in reversed(fits):  # the highest place on the slot grid, if any
                 at = self._on_grid(words, hole)
                 if at is not None:
@@ -245,10 +248,7 @@ class L2Allocator:
             top = fits[-1][1]  # the top of the highest hole, a whole slot down if it has one
             slot = top - self.slot_words
             return slot if self._short_of_a_slot(words) and slot >= fits[-1][0] else top - words
-        reach = self.reach_words
-        if self.small == "above-reach" or (
-            reach < self.total_words and words * WINDOW_SHARE >= reach
-        ):
+        if self.small == "above-reach":
             above = [max(h[0], reach) for h in fits if h[1] - max(h[0], reach) >= words]
             if above:
                 return above[0]

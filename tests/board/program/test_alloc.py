@@ -102,27 +102,28 @@ def test_slot_cache_reuses_values_and_evicts_the_least_recently_used():
 
 def test_above_reach_keeps_small_regions_out_of_the_cvo_window_while_there_is_room():
     a = L2Allocator(total_words=1600, reach_words=400, small="above-reach")  # large: >= 100
-    assert a.alloc(80, low=False) == 400  # small: first fit above the window
-    assert a.alloc(80, low=True) == 0  # the CVO's tensors keep the window
+    assert a.alloc(40, low=False) == 400  # small: first fit above the window
+    assert a.alloc(40, low=True) == 0  # the CVO's tensors keep the window
     assert a.alloc(1000, low=False) == 600  # large: the top of the highest hole
-    assert a.alloc(90, low=False) == 480  # above the window while there is room ...
-    assert a.alloc(50, low=False) == 80  # ... then anywhere
-    assert a.largest_hole(below=400) == 270 and a.live_below(400) == 130
+    assert [a.alloc(45, low=False) for _ in range(3)] == [440, 485, 530]  # above the window
+    assert a.alloc(30, low=False) == 40  # ... while there is room, then anywhere
+    assert a.largest_hole(below=400) == 330 and a.live_below(400) == 70
 
 
-def test_a_sizeable_small_region_goes_above_a_cvo_window_smaller_than_l2():
+def test_a_sizeable_region_beside_a_small_cvo_window_is_placed_as_a_tile():
     """A region no CVO touches and of 1/8 of the window or more (a KV tile of a few rows)
-    would take much of the window from the CVO's operands: above it when a hole there takes
-    it, else first fit; a smaller one stays at the bottom. With the window all of L2
-    (v002-spec) nothing changes."""
-    a = L2Allocator(total_words=1600, reach_words=400)  # large: >= 100 words
-    assert a.alloc(50, low=False) == 400  # 1/8 of the window: above it
+    would take much of the window from the CVO's operands, first fit from the bottom: it
+    goes where a large one would, on the slot grid (else at the top of the highest hole);
+    a smaller one stays at the bottom. With the window all of L2 (v002-spec) nothing
+    changes."""
+    a = L2Allocator(total_words=1600, reach_words=400, slot_words=200, ceiling=1500)
+    assert a.alloc(50, low=False) == 1300  # 1/8 of the window: a grid place (large >= 100)
     assert a.alloc(49, low=False) == 0  # smaller: first fit from the bottom
-    assert a.alloc(60, low=False) == 450
-    assert a.alloc(1090, low=False) == 510  # large: the top of the highest hole
-    assert a.alloc(50, low=False) == 49  # no room above the window: first fit
-    b = L2Allocator(total_words=1600, reach_words=1600)
-    assert b.alloc(50, low=False) == 0
+    assert a.alloc(200, low=False) == 1100  # a whole tile: the next grid place under it
+    b = L2Allocator(total_words=1600, reach_words=400)  # no grid: the top of the hole
+    assert b.alloc(50, low=False) == 1550
+    c = L2Allocator(total_words=1600, reach_words=1600, slot_words=200, ceiling=1500)
+    assert c.alloc(50, low=False) == 0
 
 
 def test_words_reserved_for_a_later_part_are_lent_only_to_regions_that_die_before_it():
