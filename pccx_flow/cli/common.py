@@ -97,6 +97,28 @@ def add_policy_timeout_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_read_ahead_arg(p: argparse.ArgumentParser) -> None:
+    """Add --read-ahead: when the KV tile reads of a step within L2 are issued."""
+    p.add_argument(
+        "--read-ahead",
+        choices=("stream", "fixed"),
+        default=None,
+        help="when KV tiles are read, within L2: 'stream' (default) reads each stream's tiles "
+        "one after another as soon as L2 has room and a tile slot is free; 'fixed' issues "
+        "each just ahead of its use (at most two K and one V tile of a stream in flight)",
+    )
+
+
+def read_ahead_from_args(args: argparse.Namespace) -> dict | None:
+    """The `problem_from_graph` read-ahead rule --read-ahead names (None: the default)."""
+    rule = getattr(args, "read_ahead", None)
+    if rule is None:
+        return None
+    if not getattr(args, "memory", True):
+        raise InputError("--read-ahead orders KV reads within L2; drop --no-memory to use it")
+    return {"rule": rule}
+
+
 def add_step_args(p: argparse.ArgumentParser, *, layers: bool = True) -> None:
     """Add --preset, --semantics, --position, --tile-rows and (unless `layers` is False)
     --layers to a subcommand's parser."""

@@ -7,7 +7,14 @@ import time
 from pathlib import Path
 
 from pccx_flow.board.isa.target import TARGETS
-from pccx_flow.cli.common import add_step_args, check_output_path, step_from_args, writing
+from pccx_flow.cli.common import (
+    add_read_ahead_arg,
+    add_step_args,
+    check_output_path,
+    read_ahead_from_args,
+    step_from_args,
+    writing,
+)
 from pccx_flow.errors import InputError
 
 EPILOG = """examples:
@@ -15,6 +22,7 @@ EPILOG = """examples:
   pccx-flow emit --policy critical-path --profile v002-spec -o step.prog
   pccx-flow emit --preset tiny --profile v002-as-built --policy heft -o asbuilt.prog
   pccx-flow emit --preset tiny --profile v002-as-built --target spec -o s.prog  # spec reading
+  pccx-flow emit --preset tiny --read-ahead fixed -o f.prog  # KV reads by the fixed rules
   pccx-flow disasm step.prog | less                         # the listing
   pccx-flow emit --preset tiny --position 5 -o s.prog --golden gold/ --weights ckpt/
   pccx-flow emit --preset tiny --bisect bring-up/ --weights ckpt/   # growing prefixes
@@ -56,6 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="hardware profile name or TOML file (default: %(default)s)")  # fmt: skip
     add_step_args(p)
     p.add_argument("--seed", type=int, default=0, help="seed for the random policy")
+    add_read_ahead_arg(p)
     p.add_argument(
         "--target",
         choices=TARGETS,
@@ -184,7 +193,9 @@ def run(args: argparse.Namespace) -> int:
         graph = step.build(profile, row_align=row_align_for(target))
         # The L2-aware timeline: a schedule whose live tensors fit the profile's L2 and SFU
         # reach, so the allocator below can place it.
-        problem = problem_from_graph(graph, profile, memory=True)
+        problem = problem_from_graph(
+            graph, profile, memory=True, read_ahead=read_ahead_from_args(args)
+        )
         schedule = run_policy(problem, profile, args.policy, seed=args.seed)
         t0 = time.perf_counter()
         program = lower(

@@ -10,9 +10,11 @@ from pathlib import Path
 from pccx_flow.cli.common import (
     DEFAULT_POSITION,
     add_policy_timeout_arg,
+    add_read_ahead_arg,
     add_step_args,
     check_distinct_outputs,
     check_output_path,
+    read_ahead_from_args,
     seed,
     step_from_args,
     writing,
@@ -28,6 +30,7 @@ EPILOG = f"""examples:
   pccx-flow schedule --gantt step.svg                 # Gantt chart (svg, png or html)
   pccx-flow schedule --pccx step.pccx                 # pccx-lab trace of the schedule
   pccx-flow schedule --no-memory                      # without the L2 limit, to compare
+  pccx-flow schedule --read-ahead fixed               # KV reads by the fixed rules
   pccx-flow schedule --preset tiny --issue all        # + timing replay of its program
   pccx-flow schedule --policy mypkg.sched:MyPolicy    # a policy class on sys.path
   pccx-flow schedule --dag my.json --policy heft      # your own DAG (JSON or GraphML)
@@ -84,6 +87,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="keep resident tensors within the profile's L2 (and SFU reach), as a program "
         "must (default); --no-memory schedules without that limit, to see what it costs",
     )
+    add_read_ahead_arg(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     from pccx_flow.cli.replay import add_issue_arg
 
@@ -228,7 +232,9 @@ def _schedule_step(args: argparse.Namespace, step, profile, policy) -> tuple:
 
     t0 = time.perf_counter()
     graph = step.build(profile)
-    problem = problem_from_graph(graph, profile, memory=args.memory)
+    problem = problem_from_graph(
+        graph, profile, memory=args.memory, read_ahead=read_ahead_from_args(args)
+    )
     t1 = time.perf_counter()
     show = sys.stderr.isatty() and not args.no_progress
     # the bounds in a second process while the policy runs (forked before the bar's thread)

@@ -168,3 +168,23 @@ def test_two_outputs_may_not_name_one_file(tmp_path):
     (tmp_path / "hard.json").hardlink_to(a)
     with pytest.raises(InputError, match="--json and --trace name the same file"):
         check_distinct_outputs({"--json": a, "--trace": tmp_path / "hard.json"})
+
+
+def test_read_ahead_names_a_rule_within_l2_only(capsys):
+    """--read-ahead picks the problem's KV read rule; the default is the problem's own
+    (None), and it means nothing without the L2 limit, so --no-memory refuses it in one
+    line (exit 2) instead of ignoring it."""
+    from pccx_flow.cli import main as cli_main
+    from pccx_flow.cli.common import read_ahead_from_args
+
+    parser = build_parser()
+    for argv, rule in ((["schedule"], None), (["schedule", "--read-ahead", "fixed"], "fixed"),
+                       (["emit", "--read-ahead", "stream"], "stream")):  # fmt: skip
+        got = read_ahead_from_args(parser.parse_args(argv))
+        assert got == (rule and {"rule": rule})
+    unlimited = ["schedule", "--no-memory", "--read-ahead", "fixed"]
+    with pytest.raises(InputError, match="drop --no-memory"):
+        read_ahead_from_args(parser.parse_args(unlimited))
+    assert cli_main.main([*unlimited, "--preset", "tiny"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--no-memory" in err
