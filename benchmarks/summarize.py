@@ -509,12 +509,14 @@ def read_ahead_section(d: dict) -> str:
                      lowers])  # fmt: skip
     head = ["profile", "position", "policy", "KV reads", "vs largest bound", "lowers"]
     return (
-        "**KV read-ahead rules** (`bench_read_ahead.py`: *fixed*, what `schedule` uses, at "
-        "most two K tiles and one V tile of a stream in flight; *stream*, a study, reads a "
-        "stream's tiles one after another and the timeline releases each once L2 has room "
-        "for it and the reserve beside the bytes held for unplaced readers "
-        "(`problem.admit`); model estimates; *lowers*: the schedule lowers to a program, "
-        "else the allocator's reason; *fails*: the policy deadlocked on memory)"
+        "**KV read-ahead rules** (`bench_read_ahead.py`: *stream (schedule)*, what "
+        "`schedule` uses, reads a stream's tiles one after another and the timeline "
+        "releases each, in program order, once L2 has room for it and the reserve beside "
+        "the bytes held for unplaced readers (`problem.admit`) and a KV tile slot is free "
+        "beside one more (six on E4B); *no tile slots*, the same without the slots; "
+        "*fixed*, the fixed rules, at most two K tiles and one V tile of a stream in "
+        "flight; model estimates; *lowers*: the schedule lowers to a program, else the "
+        "allocator's reason; *fails*: the policy deadlocked on memory)"
         "\n\n" + _table(head, rows)
     )
 
@@ -533,11 +535,7 @@ def read_ahead_lowering_section(d: dict) -> str:
         rows.append([profile, f"`{policy}`", mode, f"{lowered} of {len(got)}", failed])
     positions = sorted({r["position"] for r in d["rows"]})
     head = ["profile", "policy", "KV reads", "programs that lower", "positions that do not"]
-    command = d.get("command") or (  # the first sweep's, run before the file kept it
-        "python benchmarks/bench_read_ahead.py --name read_ahead_lowering --positions 520 "
-        "568 616 664 712 760 808 856 904 952 1000 1100 1400 --policies critical-path heft "
-        "--reserves 512 768"
-    )
+    command = d["command"]
     return (
         f"**Where the read-ahead rules' programs lower** (`{command}`; positions "
         f"{', '.join(map(str, positions))}; below 2047 most have a short last KV tile; a "
@@ -624,8 +622,6 @@ SECTIONS = {
     "gap_read_ahead": gap_read_ahead_section,
     "read_ahead": read_ahead_section,
     "read_ahead_lowering": read_ahead_lowering_section,
-    "read_ahead_slots_spec": read_ahead_lowering_section,
-    "read_ahead_slots_as_built": read_ahead_lowering_section,
     "cut": cut_section,
     "improve": improve_section,
     "lower": lower_section,
