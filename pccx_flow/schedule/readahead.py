@@ -178,7 +178,8 @@ def _exp_readers(graph: nx.DiGraph, k_tile: Node) -> list[Node]:
 # How many bytes beside a KV read the timeline wants free before it releases the read
 # (`problem.admit`, the stream rule): one E4B tile. With 512 or 768 KiB critical-path's and
 # heft's steps at 520-1400 tokens moved by at most 0.4 points either way, and the same
-# programs failed to lower (`benchmarks/bench_read_ahead.py --reserves`).
+# programs failed to lower (`benchmarks/bench_read_ahead.py --reserves`, before the rule
+# had tile slots).
 READ_AHEAD_RESERVE = 256 * 1024
 
 
@@ -384,8 +385,10 @@ def default_tile_slots(l2_bytes: int, tile_bytes: int) -> int:
     reserve), so at most one fewer are read ahead. E4B's 1.75 MiB holds seven 256 KiB
     tiles: six slots, at most five tiles read ahead, the sixth's room left to the layer's
     other tensors. Without the slots the stream rule's schedules often did not lower where
-    a stream's last tile is short (`kv_stream_edges`); with five (at most four tiles) they
-    lower too, but the steps are longer."""
+    a stream's last tile is short (`kv_stream_edges`), nor with seven at 856 and 1400
+    tokens on `v002-spec` (`critical-path` and `heft`, a sweep of the release before); with
+    six every `critical-path` and `heft` program lowers at 16 positions from 520 to 8191 on
+    both profiles."""
     return max(1, l2_bytes // tile_bytes - 1)
 
 
