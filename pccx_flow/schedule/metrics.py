@@ -439,8 +439,11 @@ def memory_metrics(schedule: Schedule, problem: SchedulingProblem) -> dict[str, 
 
     Keys are ``<capacity>_bytes``, ``<capacity>_peak_bytes``, ``<capacity>_mean_bytes``
     (over the makespan), plus ``memory_wait_cycles`` (sum over nodes of the cycles a node
-    waited for room after its inputs were ready, as the timeline recorded) and
-    ``memory_wait_nodes``. Empty when the problem models no capacity.
+    waited for room after its inputs were ready, as the timeline recorded),
+    ``memory_wait_nodes`` and ``memory_wait_admitted``, how many of those are nodes the
+    timeline holds back until there is room (``problem.admit``: KV reads issued as far
+    ahead as L2 allows, whose waits are the rule at work). Empty when the problem models
+    no capacity.
     """
     from pccx_flow.schedule.memory import occupancy, occupancy_stats
 
@@ -454,6 +457,7 @@ def memory_metrics(schedule: Schedule, problem: SchedulingProblem) -> dict[str, 
         out[f"{cap}_mean_bytes"] = stats["mean_bytes"]
     out["memory_wait_cycles"] = sum(schedule.memory_wait.values())
     out["memory_wait_nodes"] = len(schedule.memory_wait)
+    out["memory_wait_admitted"] = sum(n in problem.admit for n in schedule.memory_wait)
     return out
 
 

@@ -117,6 +117,9 @@ def format_summary(metrics: dict, context: dict | None = None, *, top_lanes: int
             f"          {metrics.get('memory_wait_nodes', 0):,} nodes waited for memory, "
             f"{wait:,} cycles in all{extra}"
         )
+        held = metrics.get("memory_wait_admitted", 0)
+        if held:
+            lines.append(f"          ({held:,} of them KV reads held back until L2 had room)")
     cp = metrics.get("critical_path") or {}
     if cp.get("nodes"):
         lane_part = ", ".join(list(cp["lanes"])[:3])

@@ -247,6 +247,7 @@ def test_memory_metrics_peak_mean_and_wait():
         "l2_mean_bytes": 60.0,  # 60 bytes for all 40 cycles of the makespan
         "memory_wait_cycles": 20,
         "memory_wait_nodes": 1,
+        "memory_wait_admitted": 0,  # no node of problem.admit
     }
     assert occupancy_stats([(0, 10), (5, 0)], 10) == {"peak_bytes": 10, "mean_bytes": 5.0}
     assert memory_metrics(t.to_schedule("t", "none"), SchedulingProblem(

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pccx_flow.errors import GraphError, ScheduleError
+from pccx_flow.schedule.metrics import memory_metrics
 from pccx_flow.schedule.model import Lane
 from pccx_flow.schedule.problem import SchedulingProblem
 from pccx_flow.schedule.timeline import BusyIntervals, Timeline
@@ -163,6 +164,10 @@ def test_a_node_to_admit_is_released_once_l2_has_room_for_it_and_its_reserve():
     timeline.place("u0", "x0")  # frees r0's 40 bytes: r2 has room
     assert timeline.released("u0") == ("r2",)
     assert timeline.place("r2", "x2").start == 20  # r0's bytes are freed when u0 ends (10-20)
+    timeline.place("u1", "x1")
+    timeline.place("u2", "x2")
+    waits = memory_metrics(timeline.to_schedule("t", "none"), timeline.problem)
+    assert waits["memory_wait_nodes"] == waits["memory_wait_admitted"] == 1  # r2, held back
     open_first = Timeline(_reads_problem(None))
     assert open_first.initial_ready() == ["r0", "r1", "r2"]
     open_first.place("r0", "x0")
