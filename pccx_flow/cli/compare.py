@@ -8,7 +8,13 @@ import time
 from pathlib import Path
 
 from pccx_flow import atomic
-from pccx_flow.cli.common import check_output_path, parse_layers, writing
+from pccx_flow.cli.common import (
+    add_read_ahead_arg,
+    check_output_path,
+    parse_layers,
+    read_ahead_from_args,
+    writing,
+)
 from pccx_flow.errors import InputError
 
 EPILOG = """examples:
@@ -86,6 +92,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="decode steps within the profile's L2 (and SFU reach), as `schedule` and `emit` "
         "schedule them (default); --no-memory compares them without that limit",
     )
+    add_read_ahead_arg(p)
     p.add_argument(
         "--exact-max-nodes",
         type=int,
@@ -146,6 +153,7 @@ def build_instances(args: argparse.Namespace) -> list[dict]:
     from pccx_flow.compare.instances import decode_instance, parse_dags
 
     out = []
+    read_ahead = (read_ahead_from_args(args) or {"rule": "stream"})["rule"]
     for kind, items in parse_dags(args.dags, seed=args.seed, pools=not args.no_pools):
         if kind != "decode":
             out += items
@@ -169,7 +177,7 @@ def build_instances(args: argparse.Namespace) -> list[dict]:
             for pos in positions:
                 out.append(decode_instance(
                     prof, pos, preset=args.preset, semantics=args.semantics, layers=layers,
-                    tile_rows=args.tile_rows, memory=args.memory,
+                    tile_rows=args.tile_rows, memory=args.memory, read_ahead=read_ahead,
                 ))  # fmt: skip
     for item in out:
         if item["kind"] == "dag":

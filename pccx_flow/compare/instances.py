@@ -26,18 +26,21 @@ def decode_instance(
     layers: tuple[int, int] | None = None,
     tile_rows: int = 512,
     memory: bool = True,
+    read_ahead: str = "stream",
 ) -> dict:
     """A decode step, scheduled as `schedule` schedules it: within the profile's L2 (and SFU
-    reach) unless `memory` is False. The key says "/l2" for the limited problem, so a
-    journal written before the limit existed (keys without it) resumes as the unlimited
-    problem it was."""
+    reach) unless `memory` is False, its KV reads by `read_ahead` (``stream``, the default,
+    or ``fixed``: `pccx_flow.schedule.readahead`). The key says "/l2" for the limited
+    problem and "/l2/stream" under the stream rule, so a journal written before the limit
+    existed (keys without it) resumes as the unlimited problem it was, and one written
+    when the fixed rules were the default ("/l2") as the fixed rules' problem."""
     key = f"decode/{preset}/{semantics}/{profile}/pos{position}"
     if layers is not None:
         key += f"/layers{layers[0]}:{layers[1]}"
     if tile_rows != 512:
         key += f"/tile{tile_rows}"
     if memory:
-        key += "/l2"
+        key += "/l2" if read_ahead == "fixed" else f"/l2/{read_ahead}"
     return {
         "key": key,
         "kind": "decode",
@@ -48,6 +51,7 @@ def decode_instance(
         "layers": list(layers) if layers else None,
         "tile_rows": tile_rows,
         "memory": memory,
+        "read_ahead": read_ahead if memory else None,
     }
 
 
@@ -118,7 +122,9 @@ def build_problem(desc: dict) -> tuple[SchedulingProblem, Any]:
             tile_rows=desc["tile_rows"],
             layers=tuple(desc["layers"]) if desc.get("layers") else None,
         )
-        return problem_from_graph(graph, profile, memory=desc.get("memory", False)), profile
+        memory = desc.get("memory", False)
+        rule = {"rule": desc.get("read_ahead") or "fixed"} if memory else None
+        return problem_from_graph(graph, profile, memory=memory, read_ahead=rule), profile
     if kind == "random":
         from pccx_flow.compare.families import random_dag
         from pccx_flow.schedule.dagfile import problem_from_spec

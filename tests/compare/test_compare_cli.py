@@ -33,7 +33,9 @@ def test_compare_random_decode_and_a_file(tmp_path, capsys):
 
 
 def test_decode_steps_are_compared_within_l2_as_schedule_makes_them(tmp_path, capsys):
-    """The same makespan as `schedule` (L2 limit on) by default; --no-memory drops it."""
+    """The same makespan as `schedule` (L2 limit on, the stream read rule) by default;
+    --read-ahead fixed takes the fixed rules, --no-memory drops the limit. The key names
+    the rule, so a journal of the fixed rules' days ("/l2") never resumes as the default."""
     from pccx_flow.graph.build import build_decode_graph
     from pccx_flow.hardware.profile import load_profile
     from pccx_flow.model.config import get_config
@@ -42,20 +44,29 @@ def test_decode_steps_are_compared_within_l2_as_schedule_makes_them(tmp_path, ca
 
     profile = load_profile("v002-spec")
     graph = build_decode_graph(get_config("tiny"), position=20, profile=profile)
-    for flag, memory in (("--memory", True), ("--no-memory", False)):
-        out = tmp_path / f"{memory}.json"
+    for flags, memory, rule, tail in (
+        (["--memory"], True, None, "/l2/stream"),
+        (["--read-ahead", "fixed"], True, {"rule": "fixed"}, "/l2"),
+        (["--no-memory"], False, None, "/pos20"),
+    ):
+        out = tmp_path / f"{tail.replace('/', '_')}.json"
         argv = ["compare", "--dags", "decode", "--preset", "tiny", "--positions", "20",
                 "--profiles", "v002-spec", "--policies", "critical-path", "--workers", "0",
-                "--json", str(out), "--exact-max-nodes", "0", flag]  # fmt: skip
+                "--json", str(out), "--exact-max-nodes", "0", *flags]  # fmt: skip
         assert main(argv) == 0
         capsys.readouterr()
         (inst,) = json.loads(out.read_text())["instances"]
-        assert inst["key"].endswith("/l2") == memory
-        problem = problem_from_graph(graph, profile, memory=memory)
+        assert inst["key"].endswith(tail)
+        problem = problem_from_graph(graph, profile, memory=memory, read_ahead=rule)
         want = run_policy(problem, profile, "critical-path")
         assert inst["results"]["critical-path"]["makespan"] == want.makespan
         # measured against the same bounds as `schedule`: the capacity ones only within L2
         assert any(b.startswith("capacity_chain:") for b in inst["bounds"]) == memory
+    from pccx_flow.compare.instances import build_problem, decode_instance
+
+    for rule, holds_back in (("stream", True), ("fixed", False)):  # the rule reaches it
+        built, _ = build_problem(decode_instance("v002-spec", 20, preset="tiny", read_ahead=rule))
+        assert bool(built.admit) == holds_back
 
 
 @pytest.mark.parametrize(
