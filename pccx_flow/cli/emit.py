@@ -203,6 +203,7 @@ def run(args: argparse.Namespace) -> int:
             target=target.name,
         )  # fmt: skip
     program.meta["seed"] = args.seed  # so a replay can rebuild the same list schedule
+    program.meta["read_ahead"] = args.read_ahead or "stream"  # and its KV read rule
     t1 = time.perf_counter()
     print(format_summary(program.summary, program.meta))
     from pccx_flow.board.device.run_step import readback_offset

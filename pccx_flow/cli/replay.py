@@ -128,7 +128,9 @@ def list_schedule_of(meta: dict, profile_name: str, layers: tuple[int, int] | No
         layers=layers,
         row_align=int(meta.get("row_align") or 1),
     )
-    problem = problem_from_graph(graph, profile, memory=True)
+    # the KV read rule emit used (a program without one predates the stream rule: fixed)
+    rule = {"rule": meta.get("read_ahead") or "fixed"}
+    problem = problem_from_graph(graph, profile, memory=True, read_ahead=rule)
     schedule = run_policy(problem, profile, meta["policy"], seed=int(meta.get("seed") or 0))
     return schedule, graph, profile
 

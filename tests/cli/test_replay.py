@@ -173,3 +173,28 @@ def test_replay_rebuilds_the_list_schedule_emit_made(tmp_path):
                                                         strict=True) if r == "node"))  # fmt: skip
     npu_order = [n for n in placed if n in set(emitted_order)]
     assert npu_order == emitted_order  # the seed-7 order, not seed 0's
+
+
+def test_replay_rebuilds_the_list_schedule_under_the_read_rule_emit_used(tiny_prog, monkeypatch):
+    """emit records its KV read rule in the program (``meta.read_ahead``) and replay rebuilds
+    the list schedule under it; a program without one predates the stream rule, when the
+    fixed rules were the default."""
+    from pccx_flow.board.program.files import read_program
+    from pccx_flow.cli import replay
+    from pccx_flow.schedule import problem as problem_module
+
+    meta = read_program(tiny_prog).meta
+    assert meta["read_ahead"] == "stream"
+    asked = []
+    real = problem_module.problem_from_graph
+
+    def spy(graph, profile, **kwargs):
+        asked.append(kwargs.get("read_ahead"))
+        return real(graph, profile, **kwargs)
+
+    monkeypatch.setattr(problem_module, "problem_from_graph", spy)
+    old = {k: v for k, v in meta.items() if k != "read_ahead"}
+    for m in (meta, {**meta, "read_ahead": "fixed"}, old):
+        replay.list_schedule_of(m, m["profile"])
+    assert asked == [{"rule": "stream"}, {"rule": "fixed"}, {"rule": "fixed"}]
+

@@ -97,6 +97,7 @@ def _meta(meta: dict) -> None:
     _int(meta.get("host_io_bytes", 0), "meta.host_io_bytes")
     _int(meta.get("seed", 0), "meta.seed", 0, 2**32 - 1)
     _int(meta.get("row_align", 1), "meta.row_align", 1, 1 << 16)
+    _str(meta.get("read_ahead", "fixed"), "meta.read_ahead", ("stream", "fixed"))
     for key in ("profile", "policy"):
         _str(meta.get(key), f"meta.{key}")
 

@@ -66,6 +66,7 @@ DAMAGE = {
     "unknown preset": _set("meta.config", "e9b"),
     "unknown semantics": _set("meta.semantics", "llama"),
     "unknown target": _set("meta.target", "fpga"),
+    "unknown read rule": _set("meta.read_ahead", "sideways"),
     "layers reversed": _set("meta.layers", [5, 2]),
     "l2 words zero": _set("meta.l2_words", 0),
     "no meta": _drop("meta"),
