@@ -316,8 +316,9 @@ def kv_prefetch_edges(
     with min-min, cpop or random it did not at 2047 and more. Read second, the region is
     placed with the tile, during the previous MLP, and the row's words wait reserved in it.
     The edges carry no tensor: they go into the scheduling problem
-    (`problem_from_graph(memory=True)`), not into the decode graph, and they free no
-    memory (a hold's readers are the nodes that read its tensor).
+    (`problem_from_graph(memory=True, read_ahead={"rule": "fixed"})`; the default is
+    `kv_stream_edges`), not into the decode graph, and they free no memory (a hold's
+    readers are the nodes that read its tensor).
     """
     _check_lead(exp_lead)
     reads, own_rows = stream_reads(graph)
