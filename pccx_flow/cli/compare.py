@@ -153,7 +153,7 @@ def build_instances(args: argparse.Namespace) -> list[dict]:
     from pccx_flow.compare.instances import decode_instance, parse_dags
 
     out = []
-    read_ahead = (read_ahead_from_args(args) or {"rule": "stream"})["rule"]
+    read_ahead = (read_ahead_from_args(args) or {}).get("rule")  # None: the default
     for kind, items in parse_dags(args.dags, seed=args.seed, pools=not args.no_pools):
         if kind != "decode":
             out += items

@@ -182,6 +182,7 @@ def run(args: argparse.Namespace) -> int:
             )
     from pccx_flow.board.isa.target import row_align_for, target_of
     from pccx_flow.schedule.problem import problem_from_graph
+    from pccx_flow.schedule.readahead import DEFAULT_READ_AHEAD
 
     target = target_of(profile, args.target)
     from pccx_flow.board.program.ddr import check_ddr_capacity, step_kv_dtype
@@ -203,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
             target=target.name,
         )  # fmt: skip
     program.meta["seed"] = args.seed  # so a replay can rebuild the same list schedule
-    program.meta["read_ahead"] = args.read_ahead or "stream"  # and its KV read rule
+    program.meta["read_ahead"] = args.read_ahead or DEFAULT_READ_AHEAD  # and its KV read rule
     t1 = time.perf_counter()
     print(format_summary(program.summary, program.meta))
     from pccx_flow.board.device.run_step import readback_offset

@@ -26,14 +26,17 @@ def decode_instance(
     layers: tuple[int, int] | None = None,
     tile_rows: int = 512,
     memory: bool = True,
-    read_ahead: str = "stream",
+    read_ahead: str | None = None,
 ) -> dict:
     """A decode step, scheduled as `schedule` schedules it: within the profile's L2 (and SFU
-    reach) unless `memory` is False, its KV reads by `read_ahead` (``stream``, the default,
-    or ``fixed``: `pccx_flow.schedule.readahead`). The key says "/l2" for the limited
-    problem and "/l2/stream" under the stream rule, so a journal written before the limit
-    existed (keys without it) resumes as the unlimited problem it was, and one written
-    when the fixed rules were the default ("/l2") as the fixed rules' problem."""
+    reach) unless `memory` is False, its KV reads by `read_ahead` (``stream`` or ``fixed``:
+    `pccx_flow.schedule.readahead`; None: `DEFAULT_READ_AHEAD`). The key says "/l2" for the
+    limited problem and "/l2/stream" under the stream rule, so a journal written before the
+    limit existed (keys without it) resumes as the unlimited problem it was, and one
+    written when the fixed rules were the default ("/l2") as the fixed rules' problem."""
+    from pccx_flow.schedule.readahead import DEFAULT_READ_AHEAD
+
+    read_ahead = read_ahead or DEFAULT_READ_AHEAD
     key = f"decode/{preset}/{semantics}/{profile}/pos{position}"
     if layers is not None:
         key += f"/layers{layers[0]}:{layers[1]}"

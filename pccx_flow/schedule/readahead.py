@@ -365,6 +365,7 @@ def kv_prefetch_edges(
 
 
 READ_AHEAD_RULES = ("fixed", "stream")
+DEFAULT_READ_AHEAD = "stream"  # the rule a problem within L2 gets unless told
 
 # A capacity the stream rule may add (``tile_slots``): KV tiles resident in L2 at once.
 KV_SLOTS = "kv_slots"
@@ -407,7 +408,7 @@ def read_ahead_of(
     tiles; 0: no slots, only L2's room).
     """
     keywords = dict(study or {})
-    rule = keywords.pop("rule", "stream")
+    rule = keywords.pop("rule", DEFAULT_READ_AHEAD)
     if rule not in READ_AHEAD_RULES:
         raise InputError(
             f"unknown read-ahead rule {rule!r}; the rules are {', '.join(READ_AHEAD_RULES)}"

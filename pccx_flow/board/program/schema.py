@@ -79,6 +79,7 @@ def _numbers(value, name: str, depth: int = 0) -> None:
 def _meta(meta: dict) -> None:
     from pccx_flow.board.isa.target import TARGETS
     from pccx_flow.model.config import PRESETS, SEMANTICS
+    from pccx_flow.schedule.readahead import READ_AHEAD_RULES
 
     config = PRESETS.get(_str(meta.get("config"), "meta.config", tuple(PRESETS)))
     _str(meta.get("semantics"), "meta.semantics", tuple(SEMANTICS))
@@ -97,7 +98,7 @@ def _meta(meta: dict) -> None:
     _int(meta.get("host_io_bytes", 0), "meta.host_io_bytes")
     _int(meta.get("seed", 0), "meta.seed", 0, 2**32 - 1)
     _int(meta.get("row_align", 1), "meta.row_align", 1, 1 << 16)
-    _str(meta.get("read_ahead", "fixed"), "meta.read_ahead", ("stream", "fixed"))
+    _str(meta.get("read_ahead", "fixed"), "meta.read_ahead", READ_AHEAD_RULES)
     for key in ("profile", "policy"):
         _str(meta.get(key), f"meta.{key}")
 
