@@ -47,14 +47,13 @@ def hardware_precedence(problem: SchedulingProblem) -> tuple[dict, dict]:
     cached = getattr(problem, "_hardware_precedence", None)
     if cached is not None:
         return cached
-    order_only = order_only_edges(problem)
-    if not order_only:
-        out = (problem.preds, problem.succs)
-    else:
-        preds = {n: tuple(p for p in problem.preds[n] if (p, n) not in order_only)
-                 for n in problem.order}  # fmt: skip
-        succs = {n: tuple(s for s in problem.succs[n] if (n, s) not in order_only)
-                 for n in problem.order}  # fmt: skip
-        out = (preds, succs)
-    problem._hardware_precedence = out  # the problem's graph does not change once built
+    preds, succs = problem.graph_preds, problem.graph_succs  # without ``order_edges``
+    marked = order_only_edges(problem).difference(problem.order_edges)
+    if marked:
+        preds, succs = dict(preds), dict(succs)
+        for n in {v for _, v in marked}:
+            preds[n] = tuple(p for p in preds[n] if (p, n) not in marked)
+        for n in {u for u, _ in marked}:
+            succs[n] = tuple(s for s in succs[n] if (n, s) not in marked)
+    out = problem._hardware_precedence = (preds, succs)  # the graph does not change
     return out

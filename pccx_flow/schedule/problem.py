@@ -17,7 +17,7 @@ such a problem; every policy, the timeline, the validator and the metrics work o
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,18 +130,22 @@ class SchedulingProblem:
         self.order_edges: tuple[tuple[Node, Node], ...] = tuple(extra)
         self.order: tuple[Node, ...] = _program_order(graph, self.order_edges)
         self.index: dict[Node, int] = {n: i for i, n in enumerate(self.order)}
-        preds: dict[Node, list[Node]] = {n: list(graph.predecessors(n)) for n in self.order}
-        succs: dict[Node, list[Node]] = {n: list(graph.successors(n)) for n in self.order}
-        for u, v in self.order_edges:
-            preds[v].append(u)
-            succs[u].append(v)
         key = self.index.__getitem__
-        self.preds: dict[Node, tuple[Node, ...]] = {
-            n: tuple(sorted(preds[n], key=key)) for n in self.order
+        # The graph's own edges (`graph_preds`, `graph_succs`: what the bounds walk, less
+        # edges marked order-only, `pccx_flow.schedule.precedence`), then with the
+        # order-only edges (`preds`, `succs`: what a schedule obeys), each in program order.
+        self.graph_preds: dict[Node, tuple[Node, ...]] = {
+            n: _in_order(graph.pred[n], key) for n in self.order
         }
-        self.succs: dict[Node, tuple[Node, ...]] = {
-            n: tuple(sorted(succs[n], key=key)) for n in self.order
+        self.graph_succs: dict[Node, tuple[Node, ...]] = {
+            n: _in_order(graph.succ[n], key) for n in self.order
         }
+        self.preds: dict[Node, tuple[Node, ...]] = _with_edges(
+            self.graph_preds, ((v, u) for u, v in self.order_edges), key
+        )
+        self.succs: dict[Node, tuple[Node, ...]] = _with_edges(
+            self.graph_succs, self.order_edges, key
+        )
 
         self.costs: dict[Node, dict[str, int]] = {}
         checked: dict[int, dict[str, int]] = {}  # a row object given for many nodes: once
@@ -205,10 +209,12 @@ class SchedulingProblem:
 
         if holds is not None and demands is not None:
             raise GraphError("give a problem demands or holds, not both")
-        if holds is not None:
-            demands = _sum_holds(holds)
+        if holds is not None:  # checked first: the demands are their sums
+            self.holds: tuple[Hold, ...] = _check_holds(self, holds)
+            demands = _sum_holds(self.holds)
         self.capacities, self.demands = check_capacities(self.order, capacities, demands)
-        self.holds: tuple[Hold, ...] = _check_holds(self, holds)
+        if holds is None:  # one per demanding node (`_check_holds`)
+            self.holds = _check_holds(self, None)
         self.holds_of: dict[Node, tuple[int, ...]] = {}
         self.holds_read_by: dict[Node, tuple[int, ...]] = {}
         for i, h in enumerate(self.holds):
@@ -442,12 +448,15 @@ class Hold:
     row: tuple[tuple[str, int], ...]  # (capacity, bytes), bytes > 0
 
 
-def _sum_holds(holds: Mapping[Node, Iterable[tuple[Iterable[Node], Mapping[str, int]]]]) -> dict:
+def _sum_holds(holds: Iterable[Hold]) -> dict[Node, dict[str, int]]:
+    """Each node's demand on each capacity: its holds' bytes summed."""
     out: dict[Node, dict[str, int]] = {}
-    for n, parts in holds.items():
-        for _, row in parts:
-            for cap, d in row.items():
-                out.setdefault(n, {})[cap] = out.get(n, {}).get(cap, 0) + d
+    for h in holds:
+        row = out.get(h.node)
+        if row is None:
+            row = out[h.node] = {}
+        for cap, d in h.row:
+            row[cap] = row.get(cap, 0) + d
     return out
 
 
@@ -460,18 +469,47 @@ def _check_holds(problem: SchedulingProblem, holds) -> tuple[Hold, ...]:
         )
     out: list[Hold] = []
     for n in problem.order:
-        for readers, row in holds.get(n, ()):
+        parts = holds.get(n)
+        if not parts:
+            continue
+        succs = problem.succs[n]
+        for readers, row in parts:
             readers = tuple(dict.fromkeys(readers))
-            bad = [r for r in readers if r not in problem.succs[n]]
-            if bad:
-                raise GraphError(f"node {n!r}: hold reader {bad[0]!r} is not a successor of it")
+            for r in readers:
+                if r not in succs:
+                    raise GraphError(f"node {n!r}: hold reader {r!r} is not a successor of it")
+            clean = []
             for c, d in row.items():
-                if int(d) != d or d < 0:
+                if type(d) is not int and int(d) != d or d < 0:
                     raise GraphError(f"node {n!r}: hold of {d!r} bytes on {c!r} is not an int >= 0")
-            clean = tuple((str(c), int(d)) for c, d in row.items() if d)
+                if d:
+                    clean.append((str(c), int(d)))
             if clean:
-                out.append(Hold(n, readers, clean))
+                out.append(Hold(n, readers, tuple(clean)))
     return tuple(out)
+
+
+def _in_order(nodes: Collection[Node], key: Callable[[Node], int]) -> tuple[Node, ...]:
+    """`nodes` sorted by `key` (most nodes have one input or output: no sort)."""
+    return tuple(nodes) if len(nodes) < 2 else tuple(sorted(nodes, key=key))
+
+
+def _with_edges(
+    adjacency: dict[Node, tuple[Node, ...]],
+    edges: Iterable[tuple[Node, Node]],
+    key: Callable[[Node], int],
+) -> dict[Node, tuple[Node, ...]]:
+    """`adjacency` with ``b`` added to the entry of ``a`` for each edge ``(a, b)``, each
+    entry still sorted by `key`; `adjacency` itself when there are none."""
+    added: dict[Node, list[Node]] = {}
+    for a, b in edges:
+        added.setdefault(a, []).append(b)
+    if not added:
+        return adjacency
+    out = dict(adjacency)
+    for a, more in added.items():
+        out[a] = tuple(sorted((*adjacency[a], *more), key=key))
+    return out
 
 
 def _program_order(graph: nx.DiGraph, extra: Iterable[tuple[Node, Node]] = ()) -> tuple[Node, ...]:

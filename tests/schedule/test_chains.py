@@ -166,6 +166,7 @@ def test_order_only_edges_do_not_lengthen_a_bound():
                                 pools={"p": 2})  # fmt: skip
     preds, succs = hardware_precedence(problem)
     assert preds["a"] == () and succs["c"] == () and preds["b"] == ("a",)
+    assert problem.preds["a"] == ("c",) and problem.succs["c"] == ("a",)  # schedules obey it
     assert min_cost_critical_path(problem) == 10  # c alone; a -> b is 5; not c -> a -> b = 15
     assert pool_chain_bounds(problem)["pool_chain:p"] <= 10
     # the schedule that ignores the edge: c on x1 from 0 to 10, a then b on x0: makespan 10
