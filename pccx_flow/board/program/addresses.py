@@ -148,8 +148,8 @@ class Addresses:
         self.l2.slot_words = max((sum(sizes) for sizes in regions.values()
                                   if sum(sizes) * LARGE_FRACTION >= self.l2.total_words),
                                  default=0)  # fmt: skip
-        self.l2.ceiling = self.l2.total_words - self.l2.total_words // LONG_LIVED_SHARE
-        self._plan_long_lived(regions)
+        # under the long-lived regions planned at the top, or at the top when none is
+        self.l2.ceiling = self._plan_long_lived(regions)
 
     def _region_words(self) -> dict[tuple[str, ...], list[int]]:
         """Every L2 region of the step: its parts' tensors -> their words."""
@@ -158,7 +158,7 @@ class Addresses:
             regions[key] = [words_for(self._l2_bytes(p)) for p in key]
         return regions
 
-    def _plan_long_lived(self, regions: dict[tuple[str, ...], list[int]]) -> None:
+    def _plan_long_lived(self, regions: dict[tuple[str, ...], list[int]]) -> int:
         """Place ahead, at the top of L2, the regions that live through much of the step
         (the embedding scale, the PLE inputs, the new rows the KV-sharing layers keep
         reading).
@@ -172,6 +172,7 @@ class Addresses:
         them. A region lives through "much of the step" when more than a quarter of the
         step's KV tiles come and go during its life; the long-lived parts stay within the
         top 1/`LONG_LIVED_SHARE` of L2. `regions` are the step's (`_region_words`).
+        Returns the lowest word planned (L2's size when none is).
         """
         total = self.l2.total_words
         births = sorted(
@@ -180,7 +181,7 @@ class Addresses:
             if sum(sizes) * LARGE_FRACTION >= total
         )
         if not births:
-            return
+            return total
         span = len(births) // 4
 
         def life(p: str) -> tuple[int, int]:
@@ -228,6 +229,7 @@ class Addresses:
                 self.region[p] = (lo, hi - lo)
                 self.promised[p] = (lo, hi - lo)
                 self.free_at[death].append((lo, hi - lo, (p,)))
+        return min((lo for lo, *_ in planned), default=total)
 
     def _l2_bytes(self, name: str) -> int:
         """Bytes tensor `name` takes in L2 on the target (BF16 activations as built)."""

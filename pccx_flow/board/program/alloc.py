@@ -18,28 +18,30 @@ contiguous hole among many small ones:
   between the tiles and the next whole tile found a hole 64 words short;
   the lowering retries with all of them above the window (``small="above-reach"``) when
   that fails, since then they can crowd the CVO's tensors out of the window instead;
-- large regions (at least 1/16 of L2): on a grid a KV tile apart (``slot_words``) below
-  the top share where the long-lived regions are planned (``ceiling``,
-  `pccx_flow.board.program.addresses.LONG_LIVED_SHARE`), at the highest grid place that
-  fits a hole, so they stack from the top and the small ones never split the space they
-  need. A tile holds one KV head's rows (256 KiB on E4B: L2 is seven of them); stacked
-  from the top of its hole instead, the first tiles of a step ran into the top share, the
-  next layer's tiles then stacked under the words reserved there, off the grid, and a
-  layer's sixth tile found its 16,384 words only across reserved ones (every policy's
-  program at 1023 and beyond on v002-spec). A large region smaller than the largest (a KV
-  tile read without the new row, a last tile of fewer rows) starts where a region of the
-  largest size would, its spare words on top: the boundaries of the stack stay a whole
-  tile apart, so the hole a short tile leaves takes a whole one. Placed at the top of its
-  hole instead, the short tile shifted every tile stacked under it down by its spare
-  words, and once a whole tile took its place the hole above the lower one was short by
-  that much (E4B at position 1023 on v002-as-built, a KV-sharing layer whose V tile 1 is
-  read before V tile 0's ·V: a hole of 32,704 words for a 32,768-word tile; at 760, a
-  last tile of 248 rows: 320 words short; aligning only regions within 1/16 of a slot,
-  the steps at 952 and 976, last tiles of 440 and 464 rows, did not lower either). With no
-  grid place in any hole a large region takes the top of the highest hole, a whole slot
-  down when it is at least half a slot and the hole has room; a shorter one keeps the top
-  of its hole, or the room idle above it was missed (E4B's layers 0-21 at position 700 on
-  v002-as-built did not lower).
+- large regions (at least 1/16 of L2): on a grid a KV tile apart (``slot_words``) below the
+  long-lived regions planned at the top (``ceiling``: the lowest word planned, L2's top
+  when none is; `pccx_flow.board.program.addresses`), at the highest grid place that fits a
+  hole, so they stack from the top and the small ones never split the space they need.
+  Under the whole top share those may take instead (1/16 of L2), the sixth tile's place
+  took 7,168 words of the 16,384-word CVO window as built while 256 words of the share were
+  planned, and a CVO operand found no hole (etf at position 8191 on v002-as-built). A tile
+  holds one KV head's rows (256 KiB on E4B: L2 is seven of them); stacked from the top of
+  its hole instead, the first tiles of a step ran into the top share, the next layer's
+  tiles then stacked under the words reserved there, off the grid, and a layer's sixth tile
+  found its 16,384 words only across reserved ones (every policy's program at 1023 and
+  beyond on v002-spec). A large region smaller than the largest (a KV tile read without the
+  new row, a last tile of fewer rows) starts where a region of the largest size would, its
+  spare words on top: the boundaries of the stack stay a whole tile apart, so the hole a
+  short tile leaves takes a whole one. Placed at the top of its hole instead, the short
+  tile shifted every tile stacked under it down by its spare words, and once a whole tile
+  took its place the hole above the lower one was short by that much (E4B at position 1023
+  on v002-as-built, a KV-sharing layer whose V tile 1 is read before V tile 0's ·V: a hole
+  of 32,704 words for a 32,768-word tile; at 760, a last tile of 248 rows: 320 words short;
+  aligning only regions within 1/16 of a slot, the steps at 952 and 976, last tiles of 440
+  and 464 rows, did not lower either). With no grid place in any hole a large region takes
+  the top of the highest hole, a whole slot down when it is at least half a slot and the
+  hole has room; a shorter one keeps the top of its hole, or the room idle above it was
+  missed (E4B's layers 0-21 at position 700 on v002-as-built did not lower).
 
 Tensors that one instruction reads as one operand (the parts of a GEMV's input vector, a KV
 tile and the new row) are one *group*: one contiguous region, parts in order; each part is
@@ -110,8 +112,7 @@ class L2Allocator:
     # this size would (module docstring)
     slot_words: int = 0
     # the top of the large regions' slot grid (0: none): they go a whole number of slots
-    # below it, under the top share where the long-lived regions are planned (module
-    # docstring)
+    # below it, under the long-lived regions planned at the top (module docstring)
     ceiling: int = 0
     free: list[list[int]] = field(default_factory=list)  # sorted [start, end) ranges
     live_words: int = 0

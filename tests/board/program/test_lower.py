@@ -287,6 +287,8 @@ def test_regions_living_through_the_step_are_placed_ahead_at_the_top():
     planned = dict(lw.promised)
     assert len(planned) >= 10 and len(lw.l2.reserved) == len(planned)
     assert all(addr >= total - total // LONG_LIVED_SHARE for addr, _ in planned.values())
+    # the tiles' slot grid starts right under them, not under the whole top share
+    assert lw.l2.ceiling == min(addr for addr, _ in planned.values())
     for (a, (x, w)), (b, (y, v)) in combinations(planned.items(), 2):
         lives_meet = lw.needed_at[a] <= lw.chain_last[b] and lw.needed_at[b] <= lw.chain_last[a]
         assert not (lives_meet and x < y + v and y < x + w), (a, b)
