@@ -34,7 +34,7 @@ Two jobs, both on plain data:
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 import networkx as nx
@@ -118,26 +118,39 @@ def occupancy(schedule: Any, problem: Any, capacity: str) -> list[tuple[int, int
     last finish of the node and the hold's readers. Only the times where the total changes
     are listed; the last entry is the drop to 0. An empty list means nothing demands this capacity.
     """
+    return occupancies(schedule, problem, (capacity,))[capacity]
+
+
+def occupancies(
+    schedule: Any, problem: Any, capacities: Iterable[str]
+) -> dict[str, list[tuple[int, int]]]:
+    """`occupancy` of each of `capacities`, in one pass over the holds."""
     finish = {n: s.finish for n, s in schedule.slots.items()}
-    delta: dict[int, int] = {}
+    deltas: dict[str, dict[int, int]] = {cap: {} for cap in capacities}
     for hold in problem.holds:
-        d = dict(hold.row).get(capacity)
-        if not d:
-            continue
-        start = schedule.slots[hold.node].start
-        end = problem.hold_end(hold, finish)
-        if end <= start:
-            continue
-        delta[start] = delta.get(start, 0) + d
-        delta[end] = delta.get(end, 0) - d
-    series: list[tuple[int, int]] = []
-    level = 0
-    for t in sorted(delta):
-        if not delta[t]:
-            continue
-        level += delta[t]
-        series.append((t, level))
-    return series
+        start = end = None
+        for cap, d in hold.row:
+            delta = deltas.get(cap)
+            if delta is None or not d:
+                continue
+            if start is None:
+                start = schedule.slots[hold.node].start
+                end = problem.hold_end(hold, finish)
+            if end <= start:
+                break
+            delta[start] = delta.get(start, 0) + d
+            delta[end] = delta.get(end, 0) - d
+    out = {}
+    for cap, delta in deltas.items():
+        series: list[tuple[int, int]] = []
+        level = 0
+        for t in sorted(delta):
+            if not delta[t]:
+                continue
+            level += delta[t]
+            series.append((t, level))
+        out[cap] = series
+    return out
 
 
 def l2_occupancy(schedule: Any, problem: Any) -> list[tuple[int, int]]:

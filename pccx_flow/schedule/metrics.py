@@ -445,13 +445,14 @@ def memory_metrics(schedule: Schedule, problem: SchedulingProblem) -> dict[str, 
     ahead as L2 allows, whose waits are the rule at work). Empty when the problem models
     no capacity.
     """
-    from pccx_flow.schedule.memory import occupancy, occupancy_stats
+    from pccx_flow.schedule.memory import occupancies, occupancy_stats
 
     if not problem.capacities:
         return {}
     out: dict[str, Any] = {}
+    series = occupancies(schedule, problem, problem.capacities)
     for cap, size in problem.capacities.items():
-        stats = occupancy_stats(occupancy(schedule, problem, cap), schedule.makespan)
+        stats = occupancy_stats(series[cap], schedule.makespan)
         out[f"{cap}_bytes"] = size
         out[f"{cap}_peak_bytes"] = stats["peak_bytes"]
         out[f"{cap}_mean_bytes"] = stats["mean_bytes"]

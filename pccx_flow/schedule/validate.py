@@ -18,6 +18,7 @@ The first violation found raises `ScheduleError` naming the nodes and times invo
 from __future__ import annotations
 
 from collections import defaultdict
+from operator import attrgetter, itemgetter
 
 from pccx_flow.errors import ScheduleError
 from pccx_flow.schedule.model import Schedule
@@ -27,7 +28,7 @@ from pccx_flow.schedule.problem import SchedulingProblem
 def validate_schedule(schedule: Schedule, problem: SchedulingProblem) -> None:
     """Raise `ScheduleError` at the first broken rule; return None for a valid schedule."""
     slots = schedule.slots
-    expected = set(problem.graph.nodes)
+    expected = problem.index  # every node of the graph, and only those
 
     # 1. exactly the problem's nodes, each once (a dict cannot hold a node twice, so a
     #    duplicate shows up as a slot filed under one node that names another).
@@ -64,8 +65,12 @@ def validate_schedule(schedule: Schedule, problem: SchedulingProblem) -> None:
                 f"node {node!r} on {slot.lane!r} runs {slot.finish - slot.start} cycles "
                 f"({slot.start}..{slot.finish}) but costs {cost}"
             )
+        by_lane[slot.lane].append(slot)
         # 5. pool instances
-        needed = sorted(problem.resources[node])
+        needed = problem.resources[node]
+        if not needed and not slot.resources:  # most nodes: no pool
+            continue
+        needed = sorted(needed) if len(needed) > 1 else list(needed)
         held_pools = []
         for inst in slot.resources:
             pool = problem.pool_of_instance.get(inst)
@@ -73,17 +78,17 @@ def validate_schedule(schedule: Schedule, problem: SchedulingProblem) -> None:
                 raise ScheduleError(f"node {node!r} holds unknown pool instance {inst!r}")
             held_pools.append(pool)
             by_instance[inst].append(slot)
-        if sorted(held_pools) != needed:
+        if (sorted(held_pools) if len(held_pools) > 1 else held_pools) != needed:
             raise ScheduleError(
                 f"node {node!r} holds {list(slot.resources)} but needs one instance each of "
                 f"{needed}"
             )
-        by_lane[slot.lane].append(slot)
 
     # 3. precedence
+    comm = problem.comm if problem.has_comm else None
     for u, v in (*problem.graph.edges, *problem.order_edges):
         su, sv = slots[u], slots[v]
-        ready = su.finish + problem.comm(u, v, su.lane, sv.lane)
+        ready = su.finish if comm is None else su.finish + comm(u, v, su.lane, sv.lane)
         if sv.start < ready:
             raise ScheduleError(
                 f"node {v!r} starts at {sv.start} before its input from {u!r} is ready at "
@@ -91,9 +96,10 @@ def validate_schedule(schedule: Schedule, problem: SchedulingProblem) -> None:
             )
 
     # 4. one node at a time per lane and per pool instance
+    by_start = attrgetter("start")
     for kind, groups in (("lane", by_lane), ("pool instance", by_instance)):
         for name in sorted(groups):
-            busy = sorted((s for s in groups[name] if s.finish > s.start), key=lambda s: s.start)
+            busy = sorted((s for s in groups[name] if s.finish > s.start), key=by_start)
             for a, b in zip(busy, busy[1:], strict=False):
                 if b.start < a.finish:
                     raise ScheduleError(
@@ -103,21 +109,20 @@ def validate_schedule(schedule: Schedule, problem: SchedulingProblem) -> None:
 
     # 6. capacities: sweep allocation events in time order (frees before allocations at the
     #    same instant, since [start, end) intervals that touch do not overlap)
+    events: dict[str, list] = {cap: [] for cap in problem.capacities}
+    for hold in problem.holds:
+        node = hold.node
+        start = slots[node].start
+        end = max([slots[node].finish] + [slots[s].finish for s in hold.readers])
+        if end <= start:
+            continue
+        for cap, nbytes in hold.row:
+            if nbytes and cap in events:
+                events[cap].append((start, 1, nbytes, node))
+                events[cap].append((end, 0, -nbytes, node))
     for cap, size in problem.capacities.items():
-        events = []
-        for hold in problem.holds:
-            nbytes = dict(hold.row).get(cap, 0)
-            if not nbytes:
-                continue
-            node = hold.node
-            start = slots[node].start
-            end = max([slots[node].finish] + [slots[s].finish for s in hold.readers])
-            if end > start:
-                events.append((start, 1, nbytes, node))
-                events.append((end, 0, -nbytes, node))
-        events.sort(key=lambda e: (e[0], e[1]))
         level = 0
-        for t, _, delta, node in events:
+        for t, _, delta, node in sorted(events[cap], key=itemgetter(0, 1)):
             level += delta
             if level > size:
                 raise ScheduleError(

@@ -17,6 +17,7 @@ from pccx_flow.schedule.memory import (
     decode_demands,
     decode_holds,
     l2_occupancy,
+    occupancies,
     occupancy,
     occupancy_stats,
 )
@@ -236,6 +237,31 @@ def test_the_validator_recomputes_peak_occupancy():
         validate_schedule(Schedule("hand", "none", p.lanes, overlapping), p)
     touching = dict(overlapping, b=Slot("b", "x1", 20, 30), d=Slot("d", "x1", 30, 40))
     validate_schedule(Schedule("hand", "none", p.lanes, touching), p)  # frees before allocs
+
+
+def test_each_capacity_is_counted_on_its_own():
+    """Holds on two capacities: occupancy per capacity, and the validator finds the one
+    whose bytes overflow (the SFU's window here, not L2)."""
+    g = nx.DiGraph([("a", "b"), ("c", "d")])
+    holds = {"a": [(("b",), {L2: 60, L2_REACH: 20})], "c": [(("d",), {L2: 10, L2_REACH: 20})]}
+    lanes = [Lane("x0", "cpu"), Lane("x1", "cpu")]
+    p = SchedulingProblem(g, lanes, {n: {"x0": 10, "x1": 10} for n in "abcd"},
+                          capacities={L2: 100, L2_REACH: 30}, holds=holds)  # fmt: skip
+    side_by_side = {
+        "a": Slot("a", "x0", 0, 10),
+        "b": Slot("b", "x0", 10, 20),
+        "c": Slot("c", "x1", 5, 15),
+        "d": Slot("d", "x1", 15, 25),
+    }
+    schedule = Schedule("hand", "none", p.lanes, side_by_side)
+    assert occupancies(schedule, p, (L2, L2_REACH)) == {
+        L2: [(0, 60), (5, 70), (20, 10), (25, 0)],
+        L2_REACH: [(0, 20), (5, 40), (20, 20), (25, 0)],
+    }
+    with pytest.raises(ScheduleError, match="'l2_reach' holds 40 bytes at cycle 5"):
+        validate_schedule(schedule, p)
+    apart = dict(side_by_side, c=Slot("c", "x1", 20, 30), d=Slot("d", "x1", 30, 40))
+    validate_schedule(Schedule("hand", "none", p.lanes, apart), p)
 
 
 def test_memory_metrics_peak_mean_and_wait():
