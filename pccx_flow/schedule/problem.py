@@ -240,6 +240,7 @@ class SchedulingProblem:
         unknown = self.order_capacities - set(self.capacities)
         if unknown:
             raise GraphError(f"order capacity {sorted(unknown)[0]!r} is not a capacity")
+        self._groups: tuple[dict, dict] | None = None  # `_node_groups`, found when asked
 
     @classmethod
     def from_functions(
@@ -308,12 +309,39 @@ class SchedulingProblem:
 
     def pool_users(self, pool: str) -> list[Node]:
         """The nodes that hold an instance of `pool`, in program order."""
-        return [n for n in self.order if pool in self.resources[n]]
+        _, by_pools = self._node_groups()
+        return self._in_program_order([ns for key, ns in by_pools.items() if pool in key])
 
     def confined_to(self, lanes: Iterable[str]) -> list[Node]:
         """The nodes that can run only on `lanes`, in program order."""
         names = set(lanes)
-        return [n for n in self.order if self.costs[n].keys() <= names]
+        by_lanes, _ = self._node_groups()
+        return self._in_program_order([ns for key, ns in by_lanes.items() if key <= names])
+
+    def _node_groups(self) -> tuple[dict[frozenset, list[Node]], dict[tuple, list[Node]]]:
+        """The nodes in program order by the set of lanes that can run them and by the pools
+        they hold (a few of each), found once: policies and bounds ask `confined_to` and
+        `pool_users` per lane class and pool, each a pass over every node otherwise."""
+        groups = self._groups
+        if groups is None:
+            by_lanes: dict[frozenset, list[Node]] = {}
+            by_pools: dict[tuple, list[Node]] = {}
+            lane_set: dict[int, frozenset] = {}  # per cost row object (rows are shared)
+            for n in self.order:
+                row = self.costs[n]
+                key = lane_set.get(id(row))
+                if key is None:
+                    key = lane_set[id(row)] = frozenset(row)
+                by_lanes.setdefault(key, []).append(n)
+                by_pools.setdefault(self.resources[n], []).append(n)
+            groups = self._groups = (by_lanes, by_pools)
+        return groups
+
+    def _in_program_order(self, parts: list[list[Node]]) -> list[Node]:
+        """The nodes of `parts` (each in program order) in program order."""
+        if len(parts) == 1:
+            return list(parts[0])
+        return list(heapq.merge(*parts, key=self.index.__getitem__))
 
     def lanes_by_class(self) -> dict[str, set[str]]:
         """Each lane class's lane names."""

@@ -43,7 +43,8 @@ STALL_WEIGHT = 0.5
 
 def pool_lanes(problem: SchedulingProblem) -> set[str]:
     """The lanes some pool's user can run on (the GEMV lanes of a decode step)."""
-    return {lane for n in problem.order if problem.resources[n] for lane in problem.costs[n]}
+    return {lane for pool in problem.pools for n in problem.pool_users(pool)
+            for lane in problem.costs[n]}  # fmt: skip
 
 
 def stage_one_nodes(problem: SchedulingProblem) -> set[Node]:
@@ -124,13 +125,16 @@ def stall_levels(problem: SchedulingProblem, weight: float = STALL_WEIGHT) -> di
     if not first_stage_binds(problem, first):
         weight = 0.0
     cost = {n: problem.mean_cost(n) for n in problem.order}
-    issue_only = issue_order_edges(problem)
+    skipped: dict[Node, set[Node]] = {}  # per node, the successors `issue_order_edges` gives
+    for u, v in issue_order_edges(problem):
+        skipped.setdefault(u, set()).add(v)
     tail: dict[Node, float] = {}
     level: dict[Node, float] = {}
     for n in reversed(problem.order):
         t = below = 0.0
+        skip = skipped.get(n)
         for s in problem.succs[n]:
-            if issue_only and (n, s) in issue_only:
+            if skip is not None and s in skip:
                 continue
             x = 0.0 if s in first else cost[s] + tail[s]
             if x > t:
