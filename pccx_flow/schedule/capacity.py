@@ -462,21 +462,28 @@ class ForcedStarts:
     def start_at_least(self, n: Node) -> int:
         """The largest forced start of `n` (0 if none); call once per node, in order."""
         preds = self.preds[n]
-        covered = applied = 0
-        partial: dict[int, int] = {}
-        for p in preds:
-            covered |= self.covered[p]
-            applied |= self.applied[p]
-            for i, m in self.partial[p].items():
-                partial[i] = partial.get(i, 0) | m
-            for i, bit in self.bits_of.get(p, ()):
-                partial[i] = partial.get(i, 0) | bit
-        if partial:
-            done = [i for i, m in partial.items() if covered >> i & 1 or m == self.full[i]]
-            for i in done:
-                del partial[i]
-                covered |= 1 << i
-        self.partial[n], self.covered[n] = partial or _NO_PARTIAL, covered
+        if len(preds) == 1 and preds[0] not in self.bits_of:
+            # one input that is no source: its sets unchanged (no group newly covered),
+            # the partial one shared (never changed once stored)
+            p = preds[0]
+            covered, applied = self.covered[p], self.applied[p]
+            self.partial[n], self.covered[n] = self.partial[p], covered
+        else:
+            covered = applied = 0
+            partial: dict[int, int] = {}
+            for p in preds:
+                covered |= self.covered[p]
+                applied |= self.applied[p]
+                for i, m in self.partial[p].items():
+                    partial[i] = partial.get(i, 0) | m
+                for i, bit in self.bits_of.get(p, ()):
+                    partial[i] = partial.get(i, 0) | bit
+            if partial:
+                done = [i for i, m in partial.items() if covered >> i & 1 or m == self.full[i]]
+                for i in done:
+                    del partial[i]
+                    covered |= 1 << i
+            self.partial[n], self.covered[n] = partial or _NO_PARTIAL, covered
         best, idx = 0, self.index[n]
         pending = covered & ~applied
         if len(preds) > 1:  # a merge: the users of several branches may lie behind it
