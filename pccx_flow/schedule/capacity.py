@@ -168,14 +168,22 @@ def resident_beside(problem: SchedulingProblem, groups: dict, preds, succs) -> d
         return {}
     above: dict[Node, int] = {}  # the sources above each node
     for n in problem.order:
+        ps = preds[n]
+        if len(ps) == 1 and ps[0] not in sbit:  # the input's set itself, not a copy
+            above[n] = above[ps[0]]
+            continue
         a = 0
-        for p in preds[n]:
+        for p in ps:
             a |= above[p] | sbit.get(p, 0)
         above[n] = a
     below: dict[Node, int] = {}  # the readers below each node
     for n in reversed(problem.order):
+        qs = succs[n]
+        if len(qs) == 1 and qs[0] not in rbit:
+            below[n] = below[qs[0]]
+            continue
         b = 0
-        for q in succs[n]:
+        for q in qs:
             b |= below[q] | rbit.get(q, 0)
         below[n] = b
     # A hold can be resident beside a group only if its node is above the group's readers

@@ -161,14 +161,22 @@ def chain_bounds(
 
         anc: dict[Node, int] = {}
         for n in problem.order:
+            ps = preds[n]
+            if len(ps) == 1 and ps[0] not in bit:  # the input's set itself, not a copy
+                anc[n] = anc[ps[0]]
+                continue
             a = 0
-            for q in preds[n]:
+            for q in ps:
                 a |= anc[q] | bit.get(q, 0)
             anc[n] = a
         desc: dict[Node, int] = {}
         for n in reversed(problem.order):
+            qs = succs[n]
+            if len(qs) == 1 and qs[0] not in bit:
+                desc[n] = desc[qs[0]]
+                continue
             d = 0
-            for q in succs[n]:
+            for q in qs:
                 d |= desc[q] | bit.get(q, 0)
             desc[n] = d
         # to_user[n]: n's nearest users above it (no user between), each with the longest
