@@ -607,9 +607,8 @@ def cut_section(d: dict) -> str:
         "they are not taken for KV reads, a bound of the cut too; "
         + ("‡ a second solve searching for a bound: objective shaving beside the full "
            "linear relaxation; " if any(r.get("bound_search") for r in d["rows"]) else "")
-        + "the rows are "
-        "from the graph whose KV tiles hold one KV head's rows, their bounds recomputed "
-        "with `--bounds-only` after `pool_chain` and `capacity_chain` were tightened)\n\n"
+        + "a policy's `l2` schedule is of the problem as `schedule` makes it, with the "
+        "stream KV read rule, its `hardware` one of the problem without it)\n\n"
         + _table(head, rows)
     )
 
