@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from math import ceil, inf
 
 from pccx_flow.schedule.nearest import nearest_chain
-from pccx_flow.schedule.precedence import Node, hardware_precedence
+from pccx_flow.schedule.precedence import Node, hardware_precedence, masks_along
 from pccx_flow.schedule.problem import SchedulingProblem
 
 
@@ -166,26 +166,8 @@ def resident_beside(problem: SchedulingProblem, groups: dict, preds, succs) -> d
             masks[key] = (smask, rmask)
     if not masks:
         return {}
-    above: dict[Node, int] = {}  # the sources above each node
-    for n in problem.order:
-        ps = preds[n]
-        if len(ps) == 1 and ps[0] not in sbit:  # the input's set itself, not a copy
-            above[n] = above[ps[0]]
-            continue
-        a = 0
-        for p in ps:
-            a |= above[p] | sbit.get(p, 0)
-        above[n] = a
-    below: dict[Node, int] = {}  # the readers below each node
-    for n in reversed(problem.order):
-        qs = succs[n]
-        if len(qs) == 1 and qs[0] not in rbit:
-            below[n] = below[qs[0]]
-            continue
-        b = 0
-        for q in qs:
-            b |= below[q] | rbit.get(q, 0)
-        below[n] = b
+    above = masks_along(problem.order, preds, sbit)  # the sources above each node
+    below = masks_along(reversed(problem.order), succs, rbit)  # the readers below each node
     # A hold can be resident beside a group only if its node is above the group's readers
     # and a reader of it below its sources: on a decode step only groups of layers from
     # the node's to its readers' (a node of no layer: any) are tried.

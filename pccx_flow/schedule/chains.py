@@ -15,7 +15,7 @@ from collections import defaultdict
 
 from pccx_flow.schedule.capacity import ForcedStarts, PoolView, capacity_groups
 from pccx_flow.schedule.nearest import chains_around, least_chain
-from pccx_flow.schedule.precedence import Node, bit_mask, hardware_precedence
+from pccx_flow.schedule.precedence import Node, bit_mask, hardware_precedence, masks_along
 from pccx_flow.schedule.problem import SchedulingProblem
 
 POOL_CHAIN_HOPS = 4  # 5 tightens E4B's bound by 0.3 % more for 50 % more time
@@ -159,26 +159,8 @@ def chain_bounds(
                 w = memo[members] = sum(c * (members & m).bit_count() for c, m in masks)
             return w
 
-        anc: dict[Node, int] = {}
-        for n in problem.order:
-            ps = preds[n]
-            if len(ps) == 1 and ps[0] not in bit:  # the input's set itself, not a copy
-                anc[n] = anc[ps[0]]
-                continue
-            a = 0
-            for q in ps:
-                a |= anc[q] | bit.get(q, 0)
-            anc[n] = a
-        desc: dict[Node, int] = {}
-        for n in reversed(problem.order):
-            qs = succs[n]
-            if len(qs) == 1 and qs[0] not in bit:
-                desc[n] = desc[qs[0]]
-                continue
-            d = 0
-            for q in qs:
-                d |= desc[q] | bit.get(q, 0)
-            desc[n] = d
+        anc = masks_along(problem.order, preds, bit)
+        desc = masks_along(reversed(problem.order), succs, bit)
         # to_user[n]: n's nearest users above it (no user between), each with the longest
         # chain of least costs from its finish to n's start, shortest first; from_user[m]
         # likewise from m's finish down to its nearest users' starts (`chains_around`

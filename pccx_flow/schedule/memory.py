@@ -128,18 +128,15 @@ def occupancies(
     finish = {n: s.finish for n, s in schedule.slots.items()}
     deltas: dict[str, dict[int, int]] = {cap: {} for cap in capacities}
     for hold in problem.holds:
-        start = end = None
+        start = schedule.slots[hold.node].start
+        end = problem.hold_end(hold, finish)
+        if end <= start:
+            continue
         for cap, d in hold.row:
             delta = deltas.get(cap)
-            if delta is None or not d:
-                continue
-            if start is None:
-                start = schedule.slots[hold.node].start
-                end = problem.hold_end(hold, finish)
-            if end <= start:
-                break
-            delta[start] = delta.get(start, 0) + d
-            delta[end] = delta.get(end, 0) - d
+            if delta is not None and d:
+                delta[start] = delta.get(start, 0) + d
+                delta[end] = delta.get(end, 0) - d
     out = {}
     for cap, delta in deltas.items():
         series: list[tuple[int, int]] = []

@@ -7,7 +7,7 @@ a heuristic's choice of when to issue a node. Every lower bound walks the data e
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Mapping
 
 from pccx_flow.schedule.problem import SchedulingProblem
 
@@ -24,6 +24,26 @@ def bit_mask(positions: Iterable[int]) -> int:
             buf.extend(bytes(byte + 1 - len(buf)))
         buf[byte] |= 1 << (j & 7)
     return int.from_bytes(buf, "little")
+
+
+def masks_along(
+    order: Iterable[Node], inputs: Mapping[Node, tuple[Node, ...]], bit: Mapping[Node, int]
+) -> dict[Node, int]:
+    """Per node, the or of `bit` over every node that reaches it through `inputs`, walked
+    along `order` (preds in program order: the ancestors; succs in reverse: the
+    descendants). A node of one input not in `bit` keeps that input's int itself: no copy
+    of a long step's mask."""
+    out: dict[Node, int] = {}
+    for n in order:
+        ins = inputs[n]
+        if len(ins) == 1 and ins[0] not in bit:
+            out[n] = out[ins[0]]
+            continue
+        m = 0
+        for q in ins:
+            m |= out[q] | bit.get(q, 0)
+        out[n] = m
+    return out
 
 
 def order_only_edges(problem: SchedulingProblem) -> frozenset[tuple[Node, Node]]:

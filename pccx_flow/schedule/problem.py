@@ -508,7 +508,7 @@ def _check_holds(problem: SchedulingProblem, holds) -> tuple[Hold, ...]:
                     raise GraphError(f"node {n!r}: hold reader {r!r} is not a successor of it")
             clean = []
             for c, d in row.items():
-                if type(d) is not int and int(d) != d or d < 0:
+                if (type(d) is not int and int(d) != d) or d < 0:
                     raise GraphError(f"node {n!r}: hold of {d!r} bytes on {c!r} is not an int >= 0")
                 if d:
                     clean.append((str(c), int(d)))

@@ -70,7 +70,7 @@ def validate_schedule(schedule: Schedule, problem: SchedulingProblem) -> None:
         needed = problem.resources[node]
         if not needed and not slot.resources:  # most nodes: no pool
             continue
-        needed = sorted(needed) if len(needed) > 1 else list(needed)
+        needed = sorted(needed)
         held_pools = []
         for inst in slot.resources:
             pool = problem.pool_of_instance.get(inst)
@@ -78,7 +78,7 @@ def validate_schedule(schedule: Schedule, problem: SchedulingProblem) -> None:
                 raise ScheduleError(f"node {node!r} holds unknown pool instance {inst!r}")
             held_pools.append(pool)
             by_instance[inst].append(slot)
-        if (sorted(held_pools) if len(held_pools) > 1 else held_pools) != needed:
+        if sorted(held_pools) != needed:
             raise ScheduleError(
                 f"node {node!r} holds {list(slot.resources)} but needs one instance each of "
                 f"{needed}"
