@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from math import ceil
+from operator import attrgetter
 from typing import Any
 
 from pccx_flow.schedule.chains import POOL_CHAIN_HOPS, chain_bounds
@@ -308,23 +309,35 @@ def latest_starts(schedule: Schedule, problem: SchedulingProblem) -> dict[Node, 
     the next node on its lane and on each pool instance it holds.
     """
     slots = schedule.slots
-    index = problem.index
-    order = sorted(slots.values(), key=lambda s: (s.start, s.finish, index[s.node]))
+    # by start and finish, ties in program order (a stable sort of the program order)
+    order = sorted(map(slots.__getitem__, problem.order), key=attrgetter("start", "finish"))
+    # the next node on the same lane and on each pool instance held (lanes and instances
+    # have distinct names on a problem, but are kept apart anyway)
     next_on: dict[Node, list[Node]] = defaultdict(list)
-    last_on: dict[str, Node] = {}
+    last_on_lane: dict[str, Node] = {}
+    last_on_inst: dict[str, Node] = {}
     for s in order:
-        for key in (("lane", s.lane), *(("inst", i) for i in s.resources)):
-            prev = last_on.get(key)
+        n = s.node
+        prev = last_on_lane.get(s.lane)
+        if prev is not None:
+            next_on[prev].append(n)
+        last_on_lane[s.lane] = n
+        for inst in s.resources:
+            prev = last_on_inst.get(inst)
             if prev is not None:
-                next_on[prev].append(s.node)
-            last_on[key] = s.node
+                next_on[prev].append(n)
+            last_on_inst[inst] = n
     makespan = schedule.makespan
+    comm = problem.comm if problem.has_comm else None
+    succs = problem.succs
     latest: dict[Node, int] = {}
     for s in reversed(order):
         n = s.node
         lf = makespan
-        for succ in problem.succs[n]:
-            t = latest[succ] - problem.comm(n, succ, s.lane, slots[succ].lane)
+        for succ in succs[n]:
+            t = latest[succ]
+            if comm is not None:
+                t -= comm(n, succ, s.lane, slots[succ].lane)
             if t < lf:
                 lf = t
         for succ in next_on.get(n, ()):

@@ -18,7 +18,7 @@ The first violation found raises `ScheduleError` naming the nodes and times invo
 from __future__ import annotations
 
 from collections import defaultdict
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 
 from pccx_flow.errors import ScheduleError
 from pccx_flow.schedule.model import Schedule
@@ -47,27 +47,33 @@ def validate_schedule(schedule: Schedule, problem: SchedulingProblem) -> None:
     known_lanes = {lane.name for lane in problem.lanes}
     by_lane: dict[str, list] = defaultdict(list)
     by_instance: dict[str, list] = defaultdict(list)
+    starts: dict = {}  # per node, once its slot passed checks 1 and 2
+    finishes: dict = {}
+    costs, resources = problem.costs, problem.resources
     for node in problem.order:
         slot = slots[node]
+        lane, start, finish = slot.lane, slot.start, slot.finish
         # 2. lane and duration
-        if slot.lane not in known_lanes:
-            raise ScheduleError(f"node {node!r} is on unknown lane {slot.lane!r}")
-        cost = problem.costs[node].get(slot.lane)
+        if lane not in known_lanes:
+            raise ScheduleError(f"node {node!r} is on unknown lane {lane!r}")
+        cost = costs[node].get(lane)
         if cost is None:
             raise ScheduleError(
-                f"node {node!r} is on lane {slot.lane!r}, which cannot run it "
-                f"(it can run on {', '.join(problem.costs[node])})"
+                f"node {node!r} is on lane {lane!r}, which cannot run it "
+                f"(it can run on {', '.join(costs[node])})"
             )
-        if not isinstance(slot.start, int) or slot.start < 0:
-            raise ScheduleError(f"node {node!r} starts at {slot.start!r}; starts are ints >= 0")
-        if slot.finish - slot.start != cost:
+        if not isinstance(start, int) or start < 0:
+            raise ScheduleError(f"node {node!r} starts at {start!r}; starts are ints >= 0")
+        if finish - start != cost:
             raise ScheduleError(
-                f"node {node!r} on {slot.lane!r} runs {slot.finish - slot.start} cycles "
-                f"({slot.start}..{slot.finish}) but costs {cost}"
+                f"node {node!r} on {lane!r} runs {finish - start} cycles "
+                f"({start}..{finish}) but costs {cost}"
             )
-        by_lane[slot.lane].append(slot)
+        starts[node] = start
+        finishes[node] = finish
+        by_lane[lane].append(slot)
         # 5. pool instances
-        needed = problem.resources[node]
+        needed = resources[node]
         if not needed and not slot.resources:  # most nodes: no pool
             continue
         needed = sorted(needed)
@@ -86,14 +92,16 @@ def validate_schedule(schedule: Schedule, problem: SchedulingProblem) -> None:
 
     # 3. precedence
     comm = problem.comm if problem.has_comm else None
-    for u, v in (*problem.graph.edges, *problem.order_edges):
-        su, sv = slots[u], slots[v]
-        ready = su.finish if comm is None else su.finish + comm(u, v, su.lane, sv.lane)
-        if sv.start < ready:
-            raise ScheduleError(
-                f"node {v!r} starts at {sv.start} before its input from {u!r} is ready at "
-                f"{ready} (finish {su.finish} + comm {ready - su.finish})"
-            )
+    for edges in (problem.graph.edges, problem.order_edges):
+        for u, v in edges:
+            ready = finishes[u]
+            if comm is not None:
+                ready += comm(u, v, slots[u].lane, slots[v].lane)
+            if starts[v] < ready:
+                raise ScheduleError(
+                    f"node {v!r} starts at {starts[v]} before its input from {u!r} is ready "
+                    f"at {ready} (finish {finishes[u]} + comm {ready - finishes[u]})"
+                )
 
     # 4. one node at a time per lane and per pool instance
     by_start = attrgetter("start")
@@ -107,28 +115,58 @@ def validate_schedule(schedule: Schedule, problem: SchedulingProblem) -> None:
                         f"{b.node!r} ({b.start}..{b.finish}) at the same time"
                     )
 
-    # 6. capacities: sweep allocation events in time order (frees before allocations at the
-    #    same instant, since [start, end) intervals that touch do not overlap)
-    events: dict[str, list] = {cap: [] for cap in problem.capacities}
-    for hold in problem.holds:
+    # 6. capacities: the bytes held change only where a hold starts or ends; [start, end)
+    #    intervals that touch do not overlap, so what is held at t is the net of every
+    #    change up to and including t
+    ends = {}  # per hold: when it is freed
+    deltas: dict[str, dict[int, int]] = {cap: {} for cap in problem.capacities}
+    for k, hold in enumerate(problem.holds):
         node = hold.node
-        start = slots[node].start
-        end = max([slots[node].finish] + [slots[s].finish for s in hold.readers])
+        start = starts[node]
+        end = finishes[node]
+        for r in hold.readers:
+            if finishes[r] > end:
+                end = finishes[r]
         if end <= start:
             continue
+        ends[k] = end
         for cap, nbytes in hold.row:
-            if nbytes and cap in events:
-                events[cap].append((start, 1, nbytes, node))
-                events[cap].append((end, 0, -nbytes, node))
+            delta = deltas.get(cap)
+            if delta is not None and nbytes:
+                delta[start] = delta.get(start, 0) + nbytes
+                delta[end] = delta.get(end, 0) - nbytes
     for cap, size in problem.capacities.items():
-        level = 0
-        for t, _, delta, node in sorted(events[cap], key=itemgetter(0, 1)):
-            level += delta
+        delta, level = deltas[cap], 0
+        for t in sorted(delta):
+            level += delta[t]
             if level > size:
-                raise ScheduleError(
-                    f"{cap!r} holds {level:,} bytes at cycle {t} (capacity {size:,}) once "
-                    f"{node!r} allocates {delta:,}"
-                )
+                raise ScheduleError(_overflow(problem, starts, ends, cap, size, t))
+
+
+def _overflow(
+    problem: SchedulingProblem, starts: dict, ends: dict, cap: str, size: int, at: int
+) -> str:
+    """The message for capacity `cap` over `size` at cycle `at`: the bytes held once the
+    first allocation at `at` that takes it over was made (frees at an instant first)."""
+    level, over = 0, []
+    for k, hold in enumerate(problem.holds):
+        end = ends.get(k)
+        nbytes = sum(b for c, b in hold.row if c == cap)
+        if end is None or not nbytes:
+            continue
+        start = starts[hold.node]
+        if start < at < end:  # held across the instant
+            level += nbytes
+        elif start == at:  # allocated at it, in the holds' order
+            over.append((nbytes, hold.node))
+    for nbytes, node in over:
+        level += nbytes
+        if level > size:
+            return (
+                f"{cap!r} holds {level:,} bytes at cycle {at} (capacity {size:,}) once "
+                f"{node!r} allocates {nbytes:,}"
+            )
+    return f"{cap!r} holds {level:,} bytes at cycle {at} (capacity {size:,})"  # not reached
 
 
 def is_valid(schedule: Schedule, problem: SchedulingProblem) -> bool:

@@ -6,6 +6,8 @@ import dataclasses
 
 import networkx as nx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pccx_flow.errors import ScheduleError
 from pccx_flow.schedule.model import Lane, Schedule, Slot
@@ -162,3 +164,53 @@ def test_zero_length_slots_overlap_nothing():
         "hand", "t", problem.lanes, {"x": Slot("x", "c0", 2, 2), "y": Slot("y", "c0", 0, 4)}
     )
     validate_schedule(s, problem)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 12),  # the writer's start
+            st.integers(0, 4),  # its cost
+            st.integers(0, 4),  # the reader's delay after it
+            st.integers(0, 4),  # the reader's cost
+            st.integers(1, 9),  # bytes held
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.integers(1, 20),
+)
+def test_capacity_check_agrees_with_every_instant_counted(pairs, size):
+    """Pairs w_i -> r_i on lanes of their own, w_i holding bytes until both finished: the
+    validator refuses the schedule exactly when, counted cycle by cycle, some cycle holds
+    more than the capacity, and names the first such cycle."""
+    g = nx.DiGraph([(f"w{i}", f"r{i}") for i in range(len(pairs))])
+    lanes, costs, slots, holds = [], {}, {}, {}
+    end = 0
+    for i, (start, cost, delay, read_cost, nbytes) in enumerate(pairs):
+        read_start = start + cost + delay
+        for name, t, c in ((f"w{i}", start, cost), (f"r{i}", read_start, read_cost)):
+            lanes.append(Lane(f"x_{name}", "cpu"))
+            costs[name] = {f"x_{name}": c}
+            slots[name] = Slot(name, f"x_{name}", t, t + c)
+        holds[f"w{i}"] = [((f"r{i}",), {"l2": nbytes})]
+        end = max(end, read_start + read_cost)
+    p = SchedulingProblem(g, lanes, costs, capacities={"l2": size}, holds=holds)
+
+    def held(t: int) -> int:  # the oracle: every hold resident at cycle t
+        total = 0
+        for start, cost, delay, read_cost, nbytes in pairs:
+            freed = max(start + cost, start + cost + delay + read_cost)
+            total += nbytes if start <= t < freed else 0
+        return total
+
+    over = [t for t in range(end + 1) if held(t) > size]
+    schedule = Schedule("hand", "test", p.lanes, slots)
+    if not over:
+        validate_schedule(schedule, p)
+        return
+    with pytest.raises(ScheduleError, match=f"'l2' holds [0-9,]+ bytes at cycle {over[0]} ") as e:
+        validate_schedule(schedule, p)
+    level = int(str(e.value).split(" holds ")[1].split(" bytes")[0].replace(",", ""))
+    assert size < level <= held(over[0])
