@@ -72,28 +72,31 @@ def decode_holds(
     reach = L2_REACH in capacities
     from pccx_flow.graph.emit import tensor_bytes
 
+    nodes = graph.nodes
+    op_of = {n: attrs.get("op") for n, attrs in graph.nodes(data=True)}
+    succ_of = dict(graph.adjacency())  # each node's successors, as edge data by successor
     for n, attrs in graph.nodes(data=True):
-        op = attrs.get("op")
+        op = op_of[n]
         if op == "MEMSET" or (op == "MEMCPY" and attrs.get("func") in HOST_OUTPUT_COPIES):
             continue
         # the tensors each reader takes from n: on the edge (`GraphWriter.add` puts them
         # there), else from the reader's inputs
         reads = [
-            (s, d["tensors"] if "tensors" in d else {i["name"] for i in graph.nodes[s]["inputs"]})
-            for s, d in graph.succ[n].items()
+            (s, d["tensors"] if "tensors" in d else {i["name"] for i in nodes[s]["inputs"]})
+            for s, d in succ_of[n].items()
         ]
         by_readers: dict[tuple[Node, ...], dict[str, int]] = {}
         for t in attrs.get("outputs", ()):
             name = t["name"]
             readers = tuple(s for s, names in reads if name in names)
-            if op == "HOST" and all(graph.nodes[r].get("op") == "HOST" for r in readers):
+            if op == "HOST" and all(op_of[r] == "HOST" for r in readers):
                 continue  # host memory: no NPU node reads it
             nbytes = tensor_bytes(t)
             if not nbytes:
                 continue
             row = by_readers.setdefault(readers, {})
             row[L2] = row.get(L2, 0) + nbytes
-            if reach and (op == "CVO" or any(graph.nodes[r].get("op") == "CVO" for r in readers)):
+            if reach and (op == "CVO" or any(op_of[r] == "CVO" for r in readers)):
                 row[L2_REACH] = row.get(L2_REACH, 0) + nbytes
         if by_readers:
             out[n] = list(by_readers.items())
