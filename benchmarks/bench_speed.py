@@ -3,7 +3,9 @@
 `bench_gap.py` times each stage once per point, beside everything else it runs; on a noisy
 machine one run says little. This builds the E4B step at one position per profile and
 times, `--runs` times each, in one process: building the graph, the problem within L2, the
-bounds `schedule` prints (`step_bounds`), `heft` with its validation, the schedule's other
+bounds `schedule` prints (`step_bounds`), `heft` with its validation (and that validation
+timed again alone, *validate*: `heft` less it is the policy alone), `critical-path` (the
+default policy) with its validation, the schedule's other
 metrics (`schedule_metrics` given the bounds), and the three as `schedule` runs them, the
 bounds in a forked child beside the policy and the metrics (`bounds_beside`, stage
 `beside`), the cyclic collector paused during each run as `schedule` runs the step (what a
@@ -52,10 +54,12 @@ from pccx_flow.schedule.bounds_beside import bounds_beside  # noqa: E402
 from pccx_flow.schedule.metrics import schedule_metrics, step_bounds  # noqa: E402
 from pccx_flow.schedule.problem import problem_from_graph  # noqa: E402
 from pccx_flow.schedule.registry import make_policy, run_on_problem  # noqa: E402
+from pccx_flow.schedule.validate import validate_schedule  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PROFILES = ("v002-spec", "v002-as-built")
-STAGES = ("graph", "problem", "bounds", "heft", "metrics", "beside")
+STAGES = ("graph", "problem", "bounds", "heft", "validate", "critical-path", "metrics", "beside")
+HEADS = {"critical-path": "crit-path"}  # the table's column names where a stage's is long
 
 
 def _timed(fn, *args, **kwargs):
@@ -80,11 +84,14 @@ def one_run(profile_name: str, position: int) -> dict[str, float]:
         policy = make_policy("heft")
         schedule, h_s = _timed(run_on_problem, policy, problem, label="heft",
                                profile=profile.name)  # fmt: skip
+        _, v_s = _timed(validate_schedule, schedule, problem)
+        _, c_s = _timed(run_on_problem, make_policy("critical-path"), problem,
+                        label="critical-path", profile=profile.name)  # fmt: skip
         _, m_s = _timed(schedule_metrics, schedule, problem, profile, bounds=bounds)
         _, both_s = _timed(_beside, problem, profile)
     del graph, problem, schedule
     gc.collect()
-    return dict(zip(STAGES, (g_s, p_s, b_s, h_s, m_s, both_s), strict=True))
+    return dict(zip(STAGES, (g_s, p_s, b_s, h_s, v_s, c_s, m_s, both_s), strict=True))
 
 
 def _beside(problem, profile) -> None:
@@ -177,12 +184,12 @@ def format_against(r: dict) -> str:
 
 def format_result(r: dict) -> str:
     lines = [f"E4B step at position {r['position']}: median of {r['runs']} runs (wall s)"]
-    head = "".join(f"{s:>9}" for s in STAGES)
+    head = "".join(f"{HEADS.get(s, s):>10}" for s in STAGES)
     lines.append(f"  {'profile':<14}{head}{'in turn':>10}{'as schedule':>13}")
     for p, by in r["median"].items():
         in_turn = by["graph"] + by["problem"] + by["bounds"] + by["heft"] + by["metrics"]
         as_schedule = by["graph"] + by["problem"] + by["beside"]
-        row = "".join(f"{by[s]:9.3f}" for s in STAGES)
+        row = "".join(f"{by[s]:10.3f}" for s in STAGES)
         lines.append(f"  {p:<14}{row}{in_turn:10.3f}{as_schedule:13.3f}")
     h = r["heft_as_built_over_spec"]
     lines.append(
