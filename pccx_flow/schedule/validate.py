@@ -151,20 +151,22 @@ def _overflow(
     level, over = 0, []
     for k, hold in enumerate(problem.holds):
         end = ends.get(k)
-        nbytes = sum(b for c, b in hold.row if c == cap)
-        if end is None or not nbytes:
+        if end is None:
             continue
         start = starts[hold.node]
-        if start < at < end:  # held across the instant
-            level += nbytes
-        elif start == at:  # allocated at it, in the holds' order
-            over.append((nbytes, hold.node))
+        for c, nbytes in hold.row:  # each part of the row, as the sweep counted them
+            if c != cap or not nbytes:
+                continue
+            if start < at < end:  # held across the instant
+                level += nbytes
+            elif start == at:  # allocated at it, in the holds' order
+                over.append((nbytes, hold.node))
     for nbytes, node in over:
         level += nbytes
-        if level > size:
+        if level > size:  # the cycle as the slot gives it
             return (
-                f"{cap!r} holds {level:,} bytes at cycle {at} (capacity {size:,}) once "
-                f"{node!r} allocates {nbytes:,}"
+                f"{cap!r} holds {level:,} bytes at cycle {starts[node]} (capacity {size:,}) "
+                f"once {node!r} allocates {nbytes:,}"
             )
     return f"{cap!r} holds {level:,} bytes at cycle {at} (capacity {size:,})"  # not reached
 
