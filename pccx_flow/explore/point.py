@@ -27,7 +27,7 @@ from pccx_flow.collector import collector_paused
 from pccx_flow.errors import InputError, PccxFlowError, PolicyError
 
 # Bump when what a point record means changes, so old cache entries are not reused.
-RECORD_VERSION = 12  # 2: capacity_chain counts tiles until freed; 3: KV read-ahead lead 3;
+RECORD_VERSION = 13  # 2: capacity_chain counts tiles until freed; 3: KV read-ahead lead 3;
 # 4: every layer streams its first KV tiles early, the tile with the new row second;
 # 5: critical-path fills lane gaps, V tile 1 after K tile 0's scores in two-tile layers,
 # chain bounds count the chains around pool work and walk the GEMV lanes on as-built;
@@ -37,7 +37,9 @@ RECORD_VERSION = 12  # 2: capacity_chain counts tiles until freed; 3: KV read-ah
 # the holds kept beside a layer's first KV tiles and the users after its last read;
 # 11: the stream read-ahead rule with KV tile slots, reads admitted in program order;
 # 12: the KV tiles' slot grid under the planned long-lived regions (a --replay program's
-# addresses, and so its fences, may differ)
+# addresses, and so its fences, may differ); 13: chain bounds pair a node with ancestors
+# up to 3 edges up, not 4 (`chains.POOL_CHAIN_HOPS`: E4B's the same, other designs' may be
+# lower)
 DDR_BOUND = "bandwidth:ddr"
 
 

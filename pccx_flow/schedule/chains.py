@@ -18,7 +18,14 @@ from pccx_flow.schedule.nearest import chains_around, least_chain
 from pccx_flow.schedule.precedence import Node, bit_mask, hardware_precedence, masks_along
 from pccx_flow.schedule.problem import SchedulingProblem
 
-POOL_CHAIN_HOPS = 4  # 5 tightens E4B's bound by 0.3 % more for 50 % more time
+# How far above a node (in edges) `chain_bounds` takes the ancestors it pairs it with. Any
+# depth gives a bound; a deeper one is at least as tight and costs more. On E4B 3 gives the
+# bounds 4 gave at every position tried (0-8191, both profiles, with and without the L2
+# limit, and the cuts of `benchmarks/bench_cut.py`) in 0.88x `step_bounds`' time at 8191;
+# 2 loses 0.37 % (`pool_chain:weight_port` 125.98 M -> 125.52 M). Of `compare`'s 200
+# random DAGs two have a lower largest bound under 3 than under 4 (by 1.2 and 1.6 %; neither
+# is small enough for CP-SAT's optimum).
+POOL_CHAIN_HOPS = 3
 # A lane class is walked when its work plus the pools' proven idle comes this close to the
 # pools' chain bounds (`chain_bounds`). On E4B v002-as-built the GEMV lanes' bound passed
 # the ports' at 1023 (by 2.6 %, its estimate as much over) and at 2047 (by 0.3 %, its
