@@ -21,6 +21,7 @@ from collections import defaultdict
 from operator import attrgetter
 
 from pccx_flow.errors import ScheduleError
+from pccx_flow.schedule.memory import occupancies
 from pccx_flow.schedule.model import Schedule
 from pccx_flow.schedule.problem import SchedulingProblem
 
@@ -115,47 +116,26 @@ def validate_schedule(schedule: Schedule, problem: SchedulingProblem) -> None:
                         f"{b.node!r} ({b.start}..{b.finish}) at the same time"
                     )
 
-    # 6. capacities: the bytes held change only where a hold starts or ends; [start, end)
-    #    intervals that touch do not overlap, so what is held at t is the net of every
-    #    change up to and including t
-    ends = {}  # per hold: when it is freed
-    deltas: dict[str, dict[int, int]] = {cap: {} for cap in problem.capacities}
-    for k, hold in enumerate(problem.holds):
-        node = hold.node
-        start = starts[node]
-        end = finishes[node]
-        for r in hold.readers:
-            if finishes[r] > end:
-                end = finishes[r]
-        if end <= start:
-            continue
-        ends[k] = end
-        for cap, nbytes in hold.row:
-            delta = deltas.get(cap)
-            if delta is not None and nbytes:
-                delta[start] = delta.get(start, 0) + nbytes
-                delta[end] = delta.get(end, 0) - nbytes
-    for cap, size in problem.capacities.items():
-        delta, level = deltas[cap], 0
-        for t in sorted(delta):
-            level += delta[t]
+    # 6. capacities: each one's occupancy over time (`memory.occupancies`, what the memory
+    #    metrics report; no policy or timeline uses it)
+    for cap, series in occupancies(schedule, problem, problem.capacities).items():
+        size = problem.capacities[cap]
+        for t, level in series:
             if level > size:
-                raise ScheduleError(_overflow(problem, starts, ends, cap, size, t))
+                raise ScheduleError(_overflow(problem, starts, finishes, cap, size, t))
 
 
 def _overflow(
-    problem: SchedulingProblem, starts: dict, ends: dict, cap: str, size: int, at: int
+    problem: SchedulingProblem, starts: dict, finishes: dict, cap: str, size: int, at: int
 ) -> str:
     """The message for capacity `cap` over `size` at cycle `at`: the bytes held once the
     first allocation at `at` that takes it over was made (frees at an instant first)."""
     level, over = 0, []
-    for k, hold in enumerate(problem.holds):
-        end = ends.get(k)
-        if end is None:
-            continue
+    for hold in problem.holds:
         start = starts[hold.node]
-        for c, nbytes in hold.row:  # each part of the row, as the sweep counted them
-            if c != cap or not nbytes:
+        end = problem.hold_end(hold, finishes)
+        for c, nbytes in hold.row:  # each part of the row, as the occupancy counts them
+            if c != cap or not nbytes or end <= start:
                 continue
             if start < at < end:  # held across the instant
                 level += nbytes
