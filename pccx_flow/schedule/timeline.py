@@ -308,6 +308,10 @@ class Timeline:
         self._data_ready: dict[Node, int] = {}
         self._memo: dict | None = None
         self._no_comm = not problem.has_comm
+        # cost rows (`SchedulingProblem.cost_key`) whose lanes all cost the same (`best_lane`)
+        self._uniform_rows: set[tuple] = {
+            row for row in set(problem.cost_key.values()) if len({d for _, d in row}) == 1
+        }
         self._hint: tuple | None = None
         self._floor: tuple = (None, 0)  # ((node, placements then, after), its floor)
         self._ledgers = {name: CapacityLedger(size) for name, size in problem.capacities.items()}
@@ -527,11 +531,15 @@ class Timeline:
                 return hit
         best_lane, best_start, best_key = "", 0, None
         fit = self._fit
+        # A lane that can start the node at `t` (no lane can start it sooner) wins unless a
+        # later lane is cheaper: by start always, by finish when every lane costs the same.
         for lane, d in problem.costs[node].items():
             s = fit(node, lane, t, d, insertion)
             key = s + d if by == "finish" else s
             if best_key is None or key < best_key:
                 best_lane, best_start, best_key = lane, s, key
+                if s == t and (by != "finish" or problem.cost_key[node] in self._uniform_rows):
+                    break
         if memo is not None:
             memo[memo_key] = (best_lane, best_start)
         self._hint = (node, best_lane, insertion, not_before, best_start, len(self.slots))

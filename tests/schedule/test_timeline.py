@@ -224,3 +224,44 @@ def test_admit_refuses_an_unknown_node_or_a_bad_reserve():
         _reads_problem({"zz": 0})
     with pytest.raises(GraphError, match="not an int >= 0"):
         _reads_problem({"r0": -1})
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.integers(1, 6), min_size=3, max_size=3),  # cost per lane
+            st.booleans(),  # holds the one port
+            st.integers(0, 30),  # not before
+        ),
+        min_size=2,
+        max_size=9,
+    ),
+    st.sampled_from(["start", "finish"]),
+    st.booleans(),
+)
+def test_best_lane_is_the_first_lane_of_least_start_or_finish(nodes, by, insertion):
+    """`best_lane` stops at a lane that starts the node as soon as it is ready (a shortcut):
+    it must pick what comparing every lane picks, ties to the first lane. Rows of equal
+    and of unequal costs, a shared port and random earlier placements."""
+    names = [f"n{i}" for i in range(len(nodes))]
+    g = nx.DiGraph()
+    g.add_nodes_from(names)
+    lanes = [Lane(f"x{i}", "cpu") for i in range(3)]
+    uniform = {"x0": 4, "x1": 4, "x2": 4}
+    costs = {
+        n: uniform if i % 3 == 0 else {f"x{k}": c for k, c in enumerate(cost)}
+        for i, (n, (cost, _, _)) in enumerate(zip(names, nodes, strict=True))
+    }
+    resources = {n: ("port",) for n, (_, port, _) in zip(names, nodes, strict=True) if port}
+    problem = SchedulingProblem(g, lanes, costs, resources=resources, pools={"port": 1})
+    tl = Timeline(problem)
+    for n, (_, _, not_before) in zip(names, nodes, strict=True):
+        row = problem.costs[n]
+        keys = []
+        for lane, d in row.items():
+            s = tl.earliest_start(n, lane, insertion, not_before)
+            keys.append((s + d if by == "finish" else s, s, lane))
+        want = min(keys, key=lambda k: k[0])  # min keeps the first of equal keys
+        assert tl.best_lane(n, insertion, by, not_before) == (want[2], want[1])
+        tl.place(n, want[2], insertion, not_before)
