@@ -134,11 +134,13 @@ class SchedulingProblem:
         # The graph's own edges (`graph_preds`, `graph_succs`: what the bounds walk, less
         # edges marked order-only, `pccx_flow.schedule.precedence`), then with the
         # order-only edges (`preds`, `succs`: what a schedule obeys), each in program order.
+        # (each node's neighbours as the plain dicts `adjacency` yields: no view per node)
+        pred_of, succ_of = dict(nx.reverse_view(graph).adjacency()), dict(graph.adjacency())
         self.graph_preds: dict[Node, tuple[Node, ...]] = {
-            n: _in_order(graph.pred[n], key) for n in self.order
+            n: _in_order(pred_of[n], key) for n in self.order
         }
         self.graph_succs: dict[Node, tuple[Node, ...]] = {
-            n: _in_order(graph.succ[n], key) for n in self.order
+            n: _in_order(succ_of[n], key) for n in self.order
         }
         self.preds: dict[Node, tuple[Node, ...]] = _with_edges(
             self.graph_preds, ((v, u) for u, v in self.order_edges), key
@@ -543,18 +545,22 @@ def _with_edges(
 def _program_order(graph: nx.DiGraph, extra: Iterable[tuple[Node, Node]] = ()) -> tuple[Node, ...]:
     """The graph's insertion order if it is topological (with the `extra` edges), else the
     closest topological order; `GraphError` naming a node on a cycle if there is none."""
+    extra = tuple(extra)
     nodes = list(graph.nodes)
     pos = {n: i for i, n in enumerate(nodes)}
-    edges = [*graph.edges, *extra]
-    if all(pos[u] < pos[v] for u, v in edges):
+    at = pos.__getitem__
+    succ_pos = [list(map(at, nbrs)) for _, nbrs in graph.adjacency()]  # in node order
+    forward = all(not later or min(later) > i for i, later in enumerate(succ_pos))
+    indegree = [d for _, d in graph.in_degree()]
+    for u, v in extra:
+        i, j = pos[u], pos[v]
+        forward = forward and i < j
+        succ_pos[i].append(j)
+        indegree[j] += 1
+    if forward:
         return tuple(nodes)  # every edge points forward: no cycle is possible
     # Kahn's algorithm taking the ready node earliest in insertion order: the same order as
     # nx.lexicographical_topological_sort(graph, key=pos) at a third of its cost
-    indegree = [0] * len(nodes)
-    succ_pos: list[list[int]] = [[] for _ in nodes]
-    for u, v in edges:
-        succ_pos[pos[u]].append(pos[v])
-        indegree[pos[v]] += 1
     ready = [i for i, d in enumerate(indegree) if d == 0]
     heapq.heapify(ready)
     out = []
@@ -562,11 +568,12 @@ def _program_order(graph: nx.DiGraph, extra: Iterable[tuple[Node, Node]] = ()) -
         i = heapq.heappop(ready)
         out.append(nodes[i])
         for j in succ_pos[i]:
-            indegree[j] -= 1
-            if indegree[j] == 0:
+            left = indegree[j] - 1
+            indegree[j] = left
+            if left == 0:
                 heapq.heappush(ready, j)
     if len(out) < len(nodes):
-        cycle = nx.find_cycle(nx.DiGraph(edges))
+        cycle = nx.find_cycle(nx.DiGraph([*graph.edges, *extra]))
         raise GraphError(f"the graph to schedule has a cycle through {cycle[0][0]!r}")
     return tuple(out)
 

@@ -40,6 +40,21 @@ def test_program_order_repairs_a_non_topological_insertion_order():
     assert p.order == ("a", "b", "c")
 
 
+
+def test_order_edges_that_run_backwards_reorder_and_a_cycle_is_one_error():
+    g = nx.DiGraph([("a", "b")])
+    g.add_node("c")
+    costs = {n: {"a0": 1} for n in "abc"}
+    p = SchedulingProblem(g, LANES, costs, order_edges=[("c", "b")])
+    assert p.order == ("a", "c", "b") and p.preds["b"] == ("a", "c")
+    assert p.graph_preds["b"] == ("a",)  # the bounds' view: the graph's own edges
+    with pytest.raises(GraphError, match="has a cycle through"):
+        SchedulingProblem(g, LANES, costs, order_edges=[("b", "c"), ("c", "a")])
+    g.add_edge("b", "a")
+    with pytest.raises(GraphError, match="has a cycle through '[ab]'"):
+        SchedulingProblem(g, LANES, costs)
+
+
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(2, 30), seed=st.integers(0, 10_000))
 def test_program_order_is_the_lexicographic_topological_order(n, seed):
@@ -55,6 +70,13 @@ def test_program_order_is_the_lexicographic_topological_order(n, seed):
     pos = {x: i for i, x in enumerate(g.nodes)}
     want = tuple(nx.lexicographical_topological_sort(g, key=pos.__getitem__))
     assert SchedulingProblem(g, LANES, {x: {"a0": 1} for x in g}).order == want
+    # order-only edges (forward in the DAG's numbering, so no cycle) bind the order too
+    extra = [(u, v) for u in range(n) for v in range(u + 1, n) if rng.random() < 0.1]
+    both = nx.DiGraph(g)
+    both.add_edges_from(extra)
+    want = tuple(nx.lexicographical_topological_sort(both, key=pos.__getitem__))
+    p = SchedulingProblem(g, LANES, {x: {"a0": 1} for x in g}, order_edges=extra)
+    assert p.order == want
 
 
 def test_mean_comm_averages_over_different_lanes_only(heft_problem):
