@@ -40,7 +40,6 @@ def test_program_order_repairs_a_non_topological_insertion_order():
     assert p.order == ("a", "b", "c")
 
 
-
 def test_order_edges_that_run_backwards_reorder_and_a_cycle_is_one_error():
     g = nx.DiGraph([("a", "b")])
     g.add_node("c")
