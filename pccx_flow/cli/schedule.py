@@ -276,7 +276,7 @@ def run_dag(args: argparse.Namespace) -> int:
     metrics = schedule_metrics(schedule, problem)
     metrics["wall_seconds"] = {"schedule": t1 - t0}
     context = {"dag": str(args.dag)}
-    print(format_summary(metrics, context).replace(", profile ", ", DAG ", 1))
+    print(format_summary(metrics, context))
     print(f"(costs in the file's own units; scheduled in {t1 - t0:.3f} s of wall time)")
     if args.json is not None:
         with writing(args.json):

@@ -1,4 +1,5 @@
-"""The short summary `pccx-flow schedule` prints: fits an 80-column terminal.
+"""The short summary `pccx-flow schedule` prints: fits an 80-column terminal (a longer line
+is wrapped, never cut).
 
 Every time and token rate in it is a model estimate on the named hardware profile, and the
 text says so on each line that carries one; no pccx board has ever been timed.
@@ -9,6 +10,7 @@ from __future__ import annotations
 from pccx_flow.schedule.chains import LANES_SUFFIX, lane_resource
 
 WIDTH = 80
+LABEL = 10  # the label column of "size      ...", "makespan  ...", "crit path ..."
 
 
 def _us(cycles: float, core_hz: float | None) -> str:
@@ -43,7 +45,8 @@ def format_summary(metrics: dict, context: dict | None = None, *, top_lanes: int
     hz = metrics.get("core_hz")
     est = metrics.get("estimate", "model estimate")
     span = metrics["makespan_cycles"]
-    lines = [f"pccx-flow schedule: policy {metrics['policy']}, profile {metrics['profile']}"]
+    source = "DAG" if "dag" in ctx else "profile"  # `schedule --dag`: the file's own lanes
+    lines = [f"pccx-flow schedule: policy {metrics['policy']}, {source} {metrics['profile']}"]
     keys = ("preset", "semantics", "position", "layers")  # "partial": only some layers
     graph_bits = [f"{k} {ctx[k]}" for k in keys if ctx.get(k) is not None]
     if graph_bits:
@@ -156,7 +159,28 @@ def format_summary(metrics: dict, context: dict | None = None, *, top_lanes: int
 
 
 def _fit(line: str) -> str:
-    return line if len(line) <= WIDTH else line[: WIDTH - 3] + "..."
+    """`line` as lines of at most `WIDTH` columns, broken after a comma where it can be,
+    else at a space; what follows is indented under the value column (a line that starts
+    with a `LABEL`-wide label) or two columns past the line's own indent. Nothing is cut: a
+    word longer than the room stays whole (a cut line once read "9 l..." for "9 lanes")."""
+    if len(line) <= WIDTH:
+        return line
+    lead = len(line) - len(line.lstrip(" "))
+    indent = " " * (lead + 2 if lead else LABEL)
+    out, rest, floor = [], line, lead or LABEL
+    while len(rest) > WIDTH:
+        comma = rest.rfind(", ", floor, WIDTH + 1)  # the comma ends the line
+        if comma > floor:
+            out.append(rest[: comma + 1])
+            rest = indent + rest[comma + 2 :]
+        else:
+            space = rest.rfind(" ", floor + 1, WIDTH + 1)
+            if space < 0:
+                break  # one word fills the room
+            out.append(rest[:space].rstrip())
+            rest = indent + rest[space + 1 :].lstrip()
+        floor = len(indent)
+    return "\n".join([*out, rest])
 
 
 def format_policy_list(rows: list[tuple[str, str, str]], default: str) -> str:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from pccx_flow.hardware.profile import load_profile
 from pccx_flow.schedule.metrics import schedule_metrics
 from pccx_flow.schedule.model import Schedule
@@ -95,6 +98,47 @@ def test_blocked_causes_that_round_to_nothing_are_left_out(decode_graph):
     }  # fmt: skip
     line = next(x for x in format_summary(metrics, {}).splitlines() if "blocked by" in x)
     assert line.strip() == "ready but blocked by: lanes 1.5 %, lane+pools 88.3 % (of the makespan)"
+
+
+def test_a_long_summary_line_wraps_after_a_comma_and_loses_nothing():
+    from pccx_flow.schedule.report import _fit
+
+    size = "size      32,575 nodes, 61,542 edges + 35,706 order-only (L2 read-ahead), 9 lanes"
+    assert _fit(size).splitlines() == [
+        "size      32,575 nodes, 61,542 edges + 35,706 order-only (L2 read-ahead),",
+        "          9 lanes",
+    ]
+    blocked = "          ready but blocked by: lanes 0.5 %, lane+pools 90.4 %, pools 0.3 % (of it)"
+    assert _fit(blocked).splitlines() == [
+        "          ready but blocked by: lanes 0.5 %, lane+pools 90.4 %,",
+        "            pools 0.3 % (of it)",
+    ]
+    name = "pkg.mod:" + "X" * 80  # a plugin's name longer than the room stays whole
+    assert _fit(f"pccx-flow schedule: policy {name}, profile p").splitlines() == [
+        "pccx-flow schedule: policy",
+        f"          {name}, profile p",
+    ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(["", "  ", "          ", "makespan  "]),
+    st.lists(
+        st.tuples(
+            st.from_regex(r"[a-z0-9.+%()]{1,20}", fullmatch=True),
+            st.sampled_from(["", "", "", ","]),
+        ).map("".join),
+        min_size=1,
+        max_size=40,
+    ),
+)
+def test_wrapped_lines_fit_80_columns_and_join_back_to_the_line(head, words):
+    from pccx_flow.schedule.report import WIDTH, _fit
+
+    line = head + " ".join(words)
+    out = _fit(line).splitlines()
+    assert all(len(x) <= WIDTH for x in out), out
+    assert " ".join([out[0], *(x.strip() for x in out[1:])]) == line
 
 
 def test_policy_list_is_one_line_each():
