@@ -23,7 +23,7 @@ data (dicts of numbers and names) that the report, the JSON output and the bench
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from math import ceil
 from operator import attrgetter
 from typing import Any
@@ -158,15 +158,19 @@ def schedule_critical_path(schedule: Schedule, problem: SchedulingProblem) -> di
     predecessor that arrived exactly then (``data``), the previous node on the same lane
     finishing exactly then (``lane``), the previous holder of one of its pool instances
     (``pool:<instance>``), or one node that was both (``lane+pool:<instance>``: a queue of
-    port-bound GEMVs, where a free lane alone would not have helped). A start with no such
-    cause (time 0, or a policy's own delay such as in-order issue) ends the walk.
+    port-bound GEMVs, where a free lane alone would not have helped), or, for a node the
+    timeline held back until a capacity had room for it (``schedule.memory_wait``), the
+    last reader of a hold on that capacity ending exactly then (``memory:<capacity>``: the
+    bytes it freed let the node start; at long context most of a step's path runs through
+    such waits for L2). A start with no such cause (time 0, or a policy's own delay such as
+    in-order issue) ends the walk.
 
     ``waited_cycles`` of a step is the time between its inputs being ready and its start.
     Those waits overlap one another along a chain of nodes queued on one lane, so the totals
     in ``blocked_cycles`` count only the part of the path's own timeline during which the
     next node was ready but blocked: the overlap of its wait with the node it waited for (by
-    cause: ``lane``, ``pool``, ``lane+pool``, and ``delay`` before the first node). Their sum
-    is at most the makespan.
+    cause: ``lane``, ``pool``, ``lane+pool``, ``memory``, and ``delay`` before the first
+    node). Their sum is at most the makespan.
     """
     slots = schedule.slots
     if not slots:
@@ -178,6 +182,8 @@ def schedule_critical_path(schedule: Schedule, problem: SchedulingProblem) -> di
         for inst in s.resources:
             ends_on_inst[(inst, s.finish)].append(n)
     index = problem.index
+    held_back = getattr(schedule, "memory_wait", None) or {}
+    lanes = [lane.name for lane in schedule.lanes]
     last = max(slots.values(), key=lambda s: (s.finish, index[s.node])).node
     steps, seen = [], set()
     node: Node | None = last
@@ -210,6 +216,9 @@ def schedule_critical_path(schedule: Schedule, problem: SchedulingProblem) -> di
                     cause, prev = "lane", lane_prev
                 elif pool_prev is not None:
                     cause, prev = f"pool:{pool_inst}", pool_prev
+                elif node in held_back:
+                    done = [m for lane in lanes for m in ends_on_lane.get((lane, s.start), ())]
+                    cause, prev = _room_made(node, s.start, done, slots, problem)
                 else:
                     cause = "delay"
         wait = s.start - data_ready
@@ -243,6 +252,32 @@ def schedule_critical_path(schedule: Schedule, problem: SchedulingProblem) -> di
         "lanes": dict(sorted(lanes.items(), key=lambda kv: -kv[1])),
         "blocked_cycles": dict(blocked),
     }
+
+
+def _room_made(
+    node: Node,
+    start: int,
+    done: Iterable[Node],
+    slots: Mapping[Node, Slot],
+    problem: SchedulingProblem,
+) -> tuple[str, Node | None]:
+    """(cause, previous node) of a start the timeline held back for room: a hold on
+    capacities `node` demands (all of them named: which one bound is not recorded) freed at
+    `start` by the last of its node and readers to finish, one of `done` (the nodes that
+    finish then; the earliest in program order of several), or ``("delay", None)``."""
+    wants = problem.demands.get(node, {})
+    index, holds = problem.index, problem.holds
+    best: tuple[int, str, Node] | None = None
+    for m in done:
+        if m == node or (best is not None and index[m] >= best[0]):
+            continue
+        for i in (*problem.holds_of.get(m, ()), *problem.holds_read_by.get(m, ())):
+            h = holds[i]
+            caps = "+".join(c for c, _ in h.row if c in wants)
+            if caps and all(slots[r].finish <= start for r in (h.node, *h.readers)):
+                best = (index[m], caps, m)  # m finishes at `start`: it freed the hold
+                break
+    return ("delay", None) if best is None else (f"memory:{best[1]}", best[2])
 
 
 # --- LAuReL overlap and PLE slack ------------------------------------------------------------

@@ -129,9 +129,17 @@ def format_summary(metrics: dict, context: dict | None = None, *, top_lanes: int
         blocked = cp.get("blocked_cycles") or {}
         # causes under 0.05 % of the makespan print as 0.0 %: left out, the line stays whole
         shares = {k: _pct(v / span) for k, v in sorted(blocked.items()) if span}
-        text = ", ".join(f"{k}s {p}" for k, p in shares.items() if p != _pct(0))
+        text = ", ".join(
+            f"{k if k == 'memory' else k + 's'} {p}" for k, p in shares.items() if p != _pct(0)
+        )
         lines.append(f"crit path {len(cp['nodes']):,} nodes, mostly on {lane_part}")
         lines.append(f"          ready but blocked by: {text or 'nothing'} (of the makespan)")
+        room = [st["cause"][7:] for st in cp.get("steps", ()) if st["cause"].startswith("memory:")]
+        if room:
+            caps = ", ".join(sorted(set(room)))
+            lines.append(
+                f"          {len(room):,} of them waited until a reader freed room on {caps}"
+            )
     lo = metrics.get("laurel_overlap")
     if lo and lo.get("mean") is not None:
         worst = min(lo["per_layer"], key=lambda k: lo["per_layer"][k])

@@ -73,6 +73,46 @@ def test_critical_path_names_the_pool_instance_it_waited_for():
     assert cp["blocked_cycles"] == {"pool": 3}
 
 
+def _room_problem() -> SchedulingProblem:
+    """a's 60 bytes of L2 stay until its reader c finishes; b needs 60 of the 100 too."""
+    g = nx.DiGraph([("a", "c")])
+    g.add_node("b")
+    costs = {"a": {"x": 10}, "c": {"x": 20}, "b": {"y": 10}}
+    demands = {"a": {"l2": 60}, "b": {"l2": 60}}
+    lanes = [Lane("x", "cpu"), Lane("y", "cpu")]
+    return SchedulingProblem(g, lanes, costs, capacities={"l2": 100}, demands=demands)
+
+
+def test_critical_path_goes_on_through_a_wait_for_room_to_the_node_that_made_it():
+    """b waits on a free lane until c, a's last reader, frees a's bytes at 30: the path
+    runs a, c, b (it ended at b, "delay", before), and b's wait for the room overlaps
+    c's 20 cycles."""
+    from pccx_flow.schedule.timeline import Timeline
+
+    problem = _room_problem()
+    timeline = Timeline(problem)
+    for node, lane in (("a", "x"), ("c", "x"), ("b", "y")):
+        timeline.place(node, lane)
+    schedule = timeline.to_schedule("hand", "test")
+    validate_schedule(schedule, problem)
+    assert schedule.slots["b"].start == 30 and schedule.memory_wait == {"b": 30}
+    cp = schedule_critical_path(schedule, problem)
+    assert cp["nodes"] == ["a", "c", "b"]
+    assert [s["cause"] for s in cp["steps"]] == ["start", "data", "memory:l2"]
+    assert cp["blocked_cycles"] == {"memory": 20}
+
+
+def test_a_wait_for_room_that_no_freed_hold_explains_ends_the_path():
+    """A schedule that says b waited for room, but no hold ends when b starts (a policy's
+    own times): the walk cannot name what made the room and stops there, as before."""
+    problem = _room_problem()
+    slots = [Slot("a", "x", 0, 10), Slot("c", "x", 10, 30), Slot("b", "y", 35, 45)]
+    schedule = Schedule("hand", "test", problem.lanes, {s.node: s for s in slots}, {"b": 35})
+    validate_schedule(schedule, problem)
+    cp = schedule_critical_path(schedule, problem)
+    assert cp["nodes"] == ["b"] and cp["steps"][0]["cause"] == "delay"
+
+
 def test_laurel_overlap_is_the_share_of_laurel_time_beside_attention():
     attrs = {
         "l1": {"layer": 0, "block": "laurel"},

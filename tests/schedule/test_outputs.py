@@ -100,6 +100,20 @@ def test_blocked_causes_that_round_to_nothing_are_left_out(decode_graph):
     assert line.strip() == "ready but blocked by: lanes 1.5 %, lane+pools 88.3 % (of the makespan)"
 
 
+def test_a_wait_for_room_on_the_critical_path_reads_memory(decode_graph):
+    profile, problem, schedule = scheduled(decode_graph)
+    metrics = schedule_metrics(schedule, problem, profile)
+    span = metrics["makespan_cycles"]
+    cp = metrics["critical_path"]
+    cp["blocked_cycles"] = {"lane+pool": span * 0.6, "memory": span * 0.2}
+    assert not any("memory:" in st["cause"] for st in cp["steps"])
+    cp["steps"][1]["cause"] = cp["steps"][-1]["cause"] = "memory:l2+kv_slots"
+    cp["steps"][2]["cause"] = "memory:l2"
+    text = " ".join(x.strip() for x in format_summary(metrics, {}).splitlines())
+    assert "ready but blocked by: lane+pools 60.0 %, memory 20.0 % (of the makespan)" in text
+    assert "3 of them waited until a reader freed room on l2, l2+kv_slots" in text
+
+
 def test_a_long_summary_line_wraps_after_a_comma_and_loses_nothing():
     from pccx_flow.schedule.report import _fit
 
