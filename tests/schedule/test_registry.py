@@ -123,6 +123,20 @@ def test_builtins_are_listed_with_descriptions():
             "min-min", "lookahead"} <= set(BUILTIN_POLICIES)  # fmt: skip
 
 
+def test_every_builtin_description_fits_its_list_line():
+    """`schedule --list` cuts a description longer than its 80-column line (a plugin's may
+    be any length); a built-in's, the default's with its mark, must fit whole (the
+    default's once read "highest level firs...")."""
+    from pccx_flow.schedule.registry import DEFAULT_POLICY
+    from pccx_flow.schedule.report import format_policy_list
+
+    builtin = [row for row in list_policies() if row[1] == "built-in"]
+    lines = format_policy_list(builtin, DEFAULT_POLICY).splitlines()
+    for (name, _, desc), line in zip(builtin, lines, strict=True):
+        assert line.startswith(name) and desc in line, line
+    assert any(x.startswith(DEFAULT_POLICY) and x.endswith("(default)") for x in lines)
+
+
 def test_unknown_name_lists_the_known_ones():
     with pytest.raises(PolicyError, match="unknown policy 'fastest'.*critical-path.*heft"):
         make_policy("fastest")

@@ -150,7 +150,7 @@ def stall_levels(problem: SchedulingProblem, weight: float = STALL_WEIGHT) -> di
 
 class CriticalPath(Policy):
     name = "critical-path"
-    description = "HLFET with stall-weighted levels: highest level first, gaps filled"
+    description = "HLFET: highest stall-weighted level first, gaps filled"
 
     def schedule(self, problem: SchedulingProblem, timeline: Timeline) -> None:
         level = stall_levels(problem)
