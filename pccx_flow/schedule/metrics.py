@@ -267,9 +267,14 @@ def _room_made(
     finish then; the earliest in program order of several), or ``("delay", None)``."""
     wants = problem.demands.get(node, {})
     index, holds = problem.index, problem.holds
+    # `node` itself, and when it has no length its successors may be among `done` too: the
+    # nodes of no length at `start` are then left out (a node with a length has none there)
+    no_length = slots[node].finish == start
     best: tuple[int, str, Node] | None = None
     for m in done:
-        if m == node or (best is not None and index[m] >= best[0]):
+        if m == node or (no_length and slots[m].start >= start):
+            continue
+        if best is not None and index[m] >= best[0]:
             continue
         for i in (*problem.holds_of.get(m, ()), *problem.holds_read_by.get(m, ())):
             h = holds[i]

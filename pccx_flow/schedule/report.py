@@ -183,8 +183,10 @@ def _fit(line: str) -> str:
             rest = indent + rest[comma + 2 :]
         else:
             space = rest.rfind(" ", floor + 1, WIDTH + 1)
-            if space < 0:
-                break  # one word fills the room
+            if space < 0:  # a word longer than the room: whole, the rest wrapped after it
+                space = rest.find(" ", WIDTH + 1)
+                if space < 0:
+                    break
             out.append(rest[:space].rstrip())
             rest = indent + rest[space + 1 :].lstrip()
         floor = len(indent)

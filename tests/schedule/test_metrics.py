@@ -113,6 +113,50 @@ def test_a_wait_for_room_that_no_freed_hold_explains_ends_the_path():
     assert cp["nodes"] == ["b"] and cp["steps"][0]["cause"] == "delay"
 
 
+def test_the_room_maker_is_a_freed_hold_on_a_demanded_capacity_earliest_in_program_order():
+    """At 10, w (held back for room) could start: x finishes then but its bytes stay for y
+    (not freed), h0 and h1 finish and free theirs (no readers: the holder frees them). The
+    path goes through h0, the earlier of the two, and names only the capacity w demands."""
+    g = nx.DiGraph([("x", "y")])
+    g.add_nodes_from(["h0", "h1", "w"])
+    costs = {"x": {"a": 10}, "y": {"a": 10}, "h0": {"b": 10}, "h1": {"c": 10}, "w": {"d": 15}}
+    demands = {"x": {"l2": 30}, "h0": {"l2": 40, "l2_reach": 10}, "h1": {"l2": 60},
+               "w": {"l2": 50}}  # fmt: skip
+    caps = {"l2": 130, "l2_reach": 100}
+    lanes = [Lane(n, "cpu") for n in "abcd"]
+    problem = SchedulingProblem(g, lanes, costs, capacities=caps, demands=demands)
+    slots = [Slot("x", "a", 0, 10), Slot("y", "a", 10, 20), Slot("h0", "b", 0, 10),
+             Slot("h1", "c", 0, 10), Slot("w", "d", 10, 25)]  # fmt: skip
+    schedule = Schedule("hand", "test", problem.lanes, {s.node: s for s in slots}, {"w": 10})
+    validate_schedule(schedule, problem)
+    cp = schedule_critical_path(schedule, problem)
+    assert cp["nodes"] == ["h0", "w"]
+    assert cp["steps"][1]["cause"] == "memory:l2"
+    assert cp["blocked_cycles"] == {"memory": 10}
+
+
+def test_a_wait_for_room_of_a_node_of_no_length_does_not_go_on_through_its_successor():
+    """a costs nothing and waits for c's bytes until r, their reader, ends at 5; b (a's
+    successor, no length either) also finishes at 5 but did not make the room."""
+    from pccx_flow.schedule.timeline import Timeline
+
+    g = nx.DiGraph()
+    g.add_nodes_from("cabrd")  # b before r in program order: the earlier of the two
+    g.add_edges_from([("c", "r"), ("a", "b"), ("b", "d")])
+    costs = {"c": {"x": 2}, "r": {"x": 3}, "a": {"y": 0}, "b": {"z": 0}, "d": {"z": 1}}
+    lanes = [Lane(n, n) for n in "xyz"]
+    demands = {"c": {"l2": 10}, "a": {"l2": 1}}
+    problem = SchedulingProblem(g, lanes, costs, capacities={"l2": 10}, demands=demands)
+    timeline = Timeline(problem)
+    for node in ("c", "r", "a", "b", "d"):
+        timeline.place(node, next(iter(problem.costs[node])))
+    schedule = timeline.to_schedule("hand", "test")
+    assert schedule.memory_wait == {"a": 5}
+    cp = schedule_critical_path(schedule, problem)
+    assert cp["nodes"] == ["c", "r", "a", "b", "d"]
+    assert cp["steps"][2]["cause"] == "memory:l2"
+
+
 def test_laurel_overlap_is_the_share_of_laurel_time_beside_attention():
     attrs = {
         "l1": {"layer": 0, "block": "laurel"},

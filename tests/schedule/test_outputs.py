@@ -130,8 +130,13 @@ def test_a_long_summary_line_wraps_after_a_comma_and_loses_nothing():
     name = "pkg.mod:" + "X" * 80  # a plugin's name longer than the room stays whole
     assert _fit(f"pccx-flow schedule: policy {name}, profile p").splitlines() == [
         "pccx-flow schedule: policy",
-        f"          {name}, profile p",
+        f"          {name},",
+        "          profile p",
     ]
+    busy = "busiest   " + "L" * 72 + " 50.0 %  b 40.0 %"  # what follows it still wraps
+    assert _fit(busy).splitlines() == ["busiest   " + "L" * 72, "          50.0 %  b 40.0 %"]
+    edge = "size      bbbbb " + "c" * 65 + " d"  # a space at column 81 is past the room
+    assert _fit(edge).splitlines() == ["size      bbbbb", "          " + "c" * 65 + " d"]
 
 
 @settings(max_examples=200, deadline=None)
