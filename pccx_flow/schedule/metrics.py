@@ -201,11 +201,18 @@ def schedule_critical_path(schedule: Schedule, problem: SchedulingProblem) -> di
             if from_pred is not None and data_ready == s.start:
                 cause, prev = "data", from_pred
             else:
-                on_lane = [m for m in ends_on_lane.get((s.lane, s.start), ()) if m != node]
+                # a node of no length blocks no lane or pool (`BusyIntervals`), and one at
+                # this start may come after this node (its successor, say): not a cause
+                start = s.start
+                on_lane = [
+                    m for m in ends_on_lane.get((s.lane, start), ()) if slots[m].start < start
+                ]
                 lane_prev = min(on_lane, key=index.__getitem__) if on_lane else None
                 pool_prev, pool_inst = None, ""
                 for inst in s.resources:
-                    holders = [m for m in ends_on_inst.get((inst, s.start), ()) if m != node]
+                    holders = [
+                        m for m in ends_on_inst.get((inst, start), ()) if slots[m].start < start
+                    ]
                     if holders:
                         pool_prev, pool_inst = min(holders, key=index.__getitem__), inst
                         break
@@ -217,8 +224,8 @@ def schedule_critical_path(schedule: Schedule, problem: SchedulingProblem) -> di
                 elif pool_prev is not None:
                     cause, prev = f"pool:{pool_inst}", pool_prev
                 elif node in held_back:
-                    done = [m for lane in lanes for m in ends_on_lane.get((lane, s.start), ())]
-                    cause, prev = _room_made(node, s.start, done, slots, problem)
+                    done = [m for lane in lanes for m in ends_on_lane.get((lane, start), ())]
+                    cause, prev = _room_made(node, start, done, slots, problem)
                 else:
                     cause = "delay"
         wait = s.start - data_ready

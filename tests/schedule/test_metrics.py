@@ -57,6 +57,20 @@ def test_critical_path_walks_back_through_data_and_lane_waits():
     assert cp["lanes"] == {"x": 5, "y": 4}
 
 
+def test_a_node_of_no_length_blocks_no_lane_on_the_critical_path():
+    """z takes no time at 5 on b's lane, between a and b: b waited for a, not for z (a
+    node of no length holds no lane; z comes first in program order, where it was chosen)."""
+    problem, schedule = make(
+        [],
+        "zab",
+        {"z": {"x": 0}, "a": {"x": 5}, "b": {"x": 3}},
+        [("x", "cpu")],
+        [Slot("z", "x", 5, 5), Slot("a", "x", 0, 5), Slot("b", "x", 5, 8)],
+    )
+    cp = schedule_critical_path(schedule, problem)
+    assert cp["nodes"] == ["a", "b"] and cp["blocked_cycles"] == {"lane": 5}
+
+
 def test_critical_path_names_the_pool_instance_it_waited_for():
     problem, schedule = make(
         [],
