@@ -160,10 +160,11 @@ def schedule_critical_path(schedule: Schedule, problem: SchedulingProblem) -> di
     (``pool:<instance>``), or one node that was both (``lane+pool:<instance>``: a queue of
     port-bound GEMVs, where a free lane alone would not have helped), or, for a node the
     timeline held back until a capacity had room for it (``schedule.memory_wait``), the
-    last reader of a hold on that capacity ending exactly then (``memory:<capacity>``: the
-    bytes it freed let the node start; at long context most of a step's path runs through
-    such waits for L2). A start with no such cause (time 0, or a policy's own delay such as
-    in-order issue) ends the walk.
+    node whose finish then freed a hold on a capacity it demands, the hold's last reader or
+    its holder (``memory:<capacities>``: at long context much of a step's path runs through
+    such waits for L2). A node of no length holds no lane or pool, so it is never the
+    ``lane`` or ``pool`` cause. A start with no such cause (time 0, or a policy's own delay
+    such as in-order issue) ends the walk.
 
     ``waited_cycles`` of a step is the time between its inputs being ready and its start.
     Those waits overlap one another along a chain of nodes queued on one lane, so the totals

@@ -134,12 +134,14 @@ def format_summary(metrics: dict, context: dict | None = None, *, top_lanes: int
         )
         lines.append(f"crit path {len(cp['nodes']):,} nodes, mostly on {lane_part}")
         lines.append(f"          ready but blocked by: {text or 'nothing'} (of the makespan)")
-        room = [st["cause"][7:] for st in cp.get("steps", ()) if st["cause"].startswith("memory:")]
+        room = [
+            st["cause"].removeprefix("memory:")
+            for st in cp.get("steps", ())
+            if st["cause"].startswith("memory:")
+        ]
         if room:
             caps = ", ".join(sorted(set(room)))
-            lines.append(
-                f"          {len(room):,} of them waited until a reader freed room on {caps}"
-            )
+            lines.append(f"          {len(room):,} of them waited until room on {caps} was freed")
     lo = metrics.get("laurel_overlap")
     if lo and lo.get("mean") is not None:
         worst = min(lo["per_layer"], key=lambda k: lo["per_layer"][k])

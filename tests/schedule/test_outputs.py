@@ -111,7 +111,7 @@ def test_a_wait_for_room_on_the_critical_path_reads_memory(decode_graph):
     cp["steps"][2]["cause"] = "memory:l2"
     text = " ".join(x.strip() for x in format_summary(metrics, {}).splitlines())
     assert "ready but blocked by: lane+pools 60.0 %, memory 20.0 % (of the makespan)" in text
-    assert "3 of them waited until a reader freed room on l2, l2+kv_slots" in text
+    assert "3 of them waited until room on l2, l2+kv_slots was freed" in text
 
 
 def test_a_long_summary_line_wraps_after_a_comma_and_loses_nothing():
