@@ -192,6 +192,25 @@ def test_the_gap_to_the_pool_bound_splits_into_proven_idle_and_the_rest():
     ]
 
 
+def test_a_larger_bound_of_another_resource_explains_its_part_of_a_gap():
+    """v002-as-built at 1023: the GEMV lanes' chain (80.3 M) is above the weight ports'
+    (78.0 M), so 2.3 M of the ports' gap is proven too; the ports' line once put it under
+    "no bound explains" (2.9 M against the GEMV lanes' 0.6 M). A bound the makespan is
+    below (not kept by the scheduler, `below_bounds`) proves nothing here."""
+    from pccx_flow.schedule.report import gap_split_lines
+
+    bounds = {"lane_class:gemv": 77, "pool_chain:gemv_lanes": 80, "pool:port": 75,
+              "pool_chain:port": 78, "capacity_chain:port": 79, "bandwidth:ddr": 95}  # fmt: skip
+    assert gap_split_lines(bounds, 81) == [
+        "  gap to lane_class:gemv 4 cycles = 3 forced idle",
+        "    (pool_chain proves it) + 1 no bound explains (policy, L2)",
+        "  gap to pool:port 6 cycles = 3 forced idle",
+        "    (pool_chain proves it) + 1 forced by L2 capacity",
+        "    (capacity_chain proves it) + 1 forced by a larger bound",
+        "    (pool_chain:gemv_lanes proves it) + 1 no bound explains",
+    ]
+
+
 def test_size_line_counts_the_graphs_edges_as_check_does_and_the_l2_ones_apart():
     """`check` counts the graph's edges; `schedule` within L2 adds order-only read-ahead
     edges. The size line names both, so the two commands' numbers add up."""
