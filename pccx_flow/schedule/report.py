@@ -170,9 +170,10 @@ def format_summary(metrics: dict, context: dict | None = None, *, top_lanes: int
 
 def _fit(line: str) -> str:
     """`line` as lines of at most `WIDTH` columns, broken after a comma where it can be,
-    else at a space; what follows is indented under the value column (a line that starts
-    with a `LABEL`-wide label) or two columns past the line's own indent. Nothing is cut: a
-    word longer than the room stays whole (a cut line once read "9 l..." for "9 lanes")."""
+    else between two columns (two spaces), else at a space; what follows is indented under
+    the value column (a line that starts with a `LABEL`-wide label) or two columns past the
+    line's own indent. Nothing is cut: a word longer than the room stays whole (a cut line
+    once read "9 l..." for "9 lanes")."""
     if len(line) <= WIDTH:
         return line
     lead = len(line) - len(line.lstrip(" "))
@@ -183,8 +184,10 @@ def _fit(line: str) -> str:
         if comma > floor:
             out.append(rest[: comma + 1])
             rest = indent + rest[comma + 2 :]
-        else:
-            space = rest.rfind(" ", floor + 1, WIDTH + 1)
+        else:  # between two columns ("gemv0 94.8 %  gemv1 ..."), else between two words
+            space = rest.rfind("  ", floor + 1, WIDTH)
+            if space < 0:
+                space = rest.rfind(" ", floor + 1, WIDTH + 1)
             if space < 0:  # a word longer than the room: whole, the rest wrapped after it
                 space = rest.find(" ", WIDTH + 1)
                 if space < 0:

@@ -135,6 +135,12 @@ def test_a_long_summary_line_wraps_after_a_comma_and_loses_nothing():
     ]
     busy = "busiest   " + "L" * 72 + " 50.0 %  b 40.0 %"  # what follows it still wraps
     assert _fit(busy).splitlines() == ["busiest   " + "L" * 72, "          50.0 %  b 40.0 %"]
+    names = ("gemv0", "gemv1", "host_lane_0", "sfu0", "dma0", "x")
+    lanes = "busiest   " + "  ".join(f"{n} 9{k}.0 %" for k, n in enumerate(names))
+    assert _fit(lanes).splitlines() == [  # between two columns, not "94.0" from its "%"
+        "busiest   gemv0 90.0 %  gemv1 91.0 %  host_lane_0 92.0 %  sfu0 93.0 %",
+        "          dma0 94.0 %  x 95.0 %",
+    ]
     edge = "size      bbbbb " + "c" * 65 + " d"  # a space at column 81 is past the room
     assert _fit(edge).splitlines() == ["size      bbbbb", "          " + "c" * 65 + " d"]
 
