@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -131,8 +132,21 @@ def format_summary(summary: dict, meta: dict) -> str:
             f"  const slots    {s['slots_used']} of 64 used, {s['slot_hits']} reuses, "
             f"{s['slot_evictions']} evictions",
             f"  DDR image      {s['ddr_image_bytes']:,} B (weights + {kv} KV cache)",
+            *_deferred_lines(s.get("deferred", ())),
         ]
     )
+
+
+def _deferred_lines(nodes) -> list[str]:
+    """Nodes the lowering issued later than the schedule, to find a hole in L2 (none: no
+    line). Programs written before the lowering could do that have no such entry."""
+    if not nodes:
+        return []
+    what = "1 node" if len(nodes) == 1 else f"{len(nodes)} nodes"
+    return [
+        f"  issued later   {what}, just before its first reader, for a hole in L2 (the timing",
+        f"                 differs from the schedule's there): {', '.join(nodes)}",
+    ]
 
 
 def target_line(meta: dict) -> str:
@@ -201,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         program = lower(
             graph, schedule, profile, step.config, done_markers=args.done_markers,
-            target=target.name,
+            target=target.name, on_retry=lambda line: print(line, file=sys.stderr),
         )  # fmt: skip
     program.meta["seed"] = args.seed  # so a replay can rebuild the same list schedule
     program.meta["read_ahead"] = args.read_ahead or DEFAULT_READ_AHEAD  # and its KV read rule

@@ -43,6 +43,24 @@ def lowered_graph(
     return graph, schedule, profile, lower(graph, schedule, profile, config, target=target)
 
 
+def refuse_room(monkeypatch, refused) -> list[str]:
+    """Make L2 placement fail for each node `refused(lowering, node)` names, as a full L2
+    with no hole would; returns the nodes refused, one entry per refusal."""
+    from pccx_flow.board.program.addresses import Addresses
+    from pccx_flow.board.program.alloc import AllocationError
+
+    take, seen = Addresses._take, []
+
+    def taking(self, words, low, name, node, index, *rest):
+        if refused(self, node):
+            seen.append(node)
+            raise AllocationError(f"does not fit: tensor {name} (node {node})", node=node)
+        return take(self, words, low, name, node, index, *rest)
+
+    monkeypatch.setattr(Addresses, "_take", taking)
+    return seen
+
+
 @pytest.fixture(scope="session", params=CASES, ids=lambda c: f"{c[0]}-{c[1]}")
 def tiny_program(request):
     return lowered(*request.param)

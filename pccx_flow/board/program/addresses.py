@@ -352,7 +352,8 @@ class Addresses:
                 f"{(live + words) * 16} B would be live there (L2 peak so far "
                 f"{l2.peak_words * 16} B) of {limit * 16} B on {self.profile.name} "
                 "(the schedule's bytes fit, their placement does not: try another policy, "
-                "or a larger L2)"
+                "or a larger L2)",
+                node=node,
             )
         return addr
 

@@ -76,7 +76,14 @@ WINDOW_SHARE = 8
 
 
 class AllocationError(PccxFlowError):
-    """A program that does not fit the hardware: L2, the SFU's reach or the constant cache."""
+    """A program that does not fit the hardware: L2, the SFU's reach or the constant cache.
+
+    `node` names the node whose output found no room, when the failure is one of placement
+    (`pccx_flow.board.program.lower` may then issue that node later and try again)."""
+
+    def __init__(self, message: str, node: str | None = None) -> None:
+        super().__init__(message)
+        self.node = node
 
 
 def words_for(nbytes: int) -> int:

@@ -47,6 +47,7 @@ words); `summary` counts the result.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
 import networkx as nx
 
@@ -70,14 +71,16 @@ __all__ = ["DONE_NODE", "DONE_SCRATCH", "live_demand_peak", "lower"]
 class _Lowering(Addresses, Batches, HostSteps, Words):
     """The state of one lowering; its jobs are the mixed-in classes (module docstring)."""
 
-    def __init__(self, graph: nx.DiGraph, schedule, profile, config, small: str = "bottom",
-                 done_markers: bool = True, target: Target | None = None):  # fmt: skip
+    def __init__(self, graph: nx.DiGraph, order: list[str], profile, config,
+                 small: str = "bottom", done_markers: bool = True,
+                 target: Target | None = None):  # fmt: skip
         self.g = graph
         self.profile = profile
         self.config = config
         self.t = target or target_of(profile)
-        self.order = [slot.node for slot in schedule.order()]
+        self.order = order  # issue order: the schedule's, or with nodes `deferred` (`lower`)
         self.pos = {n: i for i, n in enumerate(self.order)}
+        self.deferred: tuple[str, ...] = ()
         self.prog = Program()
         self.max_batch = profile.registers.max_batch
         total = profile.memory.l2_bytes // 16
@@ -142,16 +145,19 @@ class _Lowering(Addresses, Batches, HostSteps, Words):
 
 
 def lower(graph: nx.DiGraph, schedule, profile, config, *, done_markers: bool = True,
-          target: str | Target | None = None) -> Program:  # fmt: skip
+          target: str | Target | None = None,
+          on_retry: Callable[[str], None] | None = None) -> Program:  # fmt: skip
     """The program of one scheduled decode step (see the module docstring).
 
     `target` (``spec`` or ``as-built``, `pccx_flow.board.isa.target`) is how the hardware reads
     the words; None takes the profile's ``[program] target``. L2 placement is a heuristic
-    (the schedule guarantees bytes, not contiguity): when the
-    default placement fails, the lowering is retried once with small tensors kept above
-    the CVO window; if that fails too, the first error is raised. A cut of the step that
-    starts after layer 0 is refused: its inputs enter from the decode state (``state_read``
-    nodes), and a program has no words that load them.
+    (the schedule guarantees bytes, not contiguity): when the default placement fails, the
+    lowering is retried with small tensors kept above the CVO window, then with the node
+    whose output found no room issued later than scheduled (`_placed`); if none fits, the
+    first error is raised; `on_retry` is told of each new attempt in one line (a lowering
+    of E4B takes seconds). A cut of the step that starts after layer 0 is refused: its
+    inputs enter from the decode state (``state_read`` nodes), and a program has no words
+    that load them.
     """
     entering = [n for n, d in graph.nodes(data=True) if d.get("kernel") == "state_read"]
     if entering:
@@ -162,13 +168,8 @@ def lower(graph: nx.DiGraph, schedule, profile, config, *, done_markers: bool = 
             "words to load; lower a step that starts at layer 0 (--layers 0:B)"
         )
     t = target_of(profile, target)
-    try:
-        lw = _lower_with(graph, schedule, profile, config, "bottom", done_markers, t)
-    except AllocationError as first:
-        try:
-            lw = _lower_with(graph, schedule, profile, config, "above-reach", done_markers, t)
-        except AllocationError:
-            raise first from None
+    order = [slot.node for slot in schedule.order()]
+    lw = _placed(graph, order, profile, config, done_markers, t, on_retry or _quiet)
     prog = lw.prog
     prog.l2 = {t: {"addr": a, "words": w} for t, (a, w) in lw.region.items()}
     # an operand of several parts is one allocation: record it whole as well
@@ -200,9 +201,76 @@ def lower(graph: nx.DiGraph, schedule, profile, config, *, done_markers: bool = 
     return prog
 
 
-def _lower_with(graph: nx.DiGraph, schedule, profile, config, small: str,
+# Nodes the lowering may issue later than the schedule says, to find room in L2 (`_placed`).
+MAX_DEFERRED = 8
+
+
+def _quiet(message: str) -> None:
+    """`lower`'s default `on_retry`: say nothing."""
+
+
+def _placed(graph: nx.DiGraph, order: list[str], profile, config, done_markers: bool,
+            target: Target, on_retry: Callable[[str], None]) -> _Lowering:  # fmt: skip
+    """The first lowering that finds every tensor a place in L2: in the schedule's issue
+    order with small tensors at the bottom of L2, then above the CVO window; then, while a
+    node's output finds no contiguous room, with that node issued just before its first
+    reader (`_deferred`), up to `MAX_DEFERRED` nodes. Raises the first error if none fits.
+
+    The schedule keeps the live bytes within L2, not a hole for each tensor: a policy that
+    fills L2 to the brim (`random` at position 4095 on v002-spec: 1,822,816 of 1,835,008
+    bytes live with a 256 KiB KV tile to place) can leave no hole of a tile's size. A
+    tensor made later holds its words for less of the step, and its maker's inputs are
+    all made before it and its readers after it, so the program computes the same values;
+    its timing differs from the schedule's by that node (the summary names it)."""
+    try:
+        return _lower_with(graph, order, profile, config, "bottom", done_markers, target)
+    except AllocationError as e:
+        first = error = e
+    on_retry(
+        f"no room in L2 for {first.node or 'a tensor'}: lowering again with small tensors "
+        "above the CVO window"
+    )
+    try:
+        return _lower_with(graph, order, profile, config, "above-reach", done_markers, target)
+    except AllocationError:
+        pass
+    deferred: list[str] = []
+    while len(deferred) < MAX_DEFERRED:
+        later = _deferred(graph, order, error.node)
+        if later is None:
+            break
+        order = later
+        deferred.append(error.node)
+        on_retry(
+            f"no hole in L2 for {error.node}'s output: lowering again with it issued just "
+            f"before its first reader ({len(deferred)} of at most {MAX_DEFERRED})"
+        )
+        try:
+            lw = _lower_with(graph, order, profile, config, "bottom", done_markers, target)
+        except AllocationError as again:
+            error = again
+            continue
+        lw.deferred = tuple(deferred)
+        return lw
+    raise first from None
+
+
+def _deferred(graph: nx.DiGraph, order: list[str], node: str | None) -> list[str] | None:
+    """`order` with `node` moved to just before its first reader, or None when it has no
+    reader or is right before it already (nothing to gain)."""
+    if node is None:
+        return None
+    i = order.index(node)
+    readers = set(graph.successors(node))
+    first = next((j for j in range(i + 1, len(order)) if order[j] in readers), None)
+    if first is None or first == i + 1:
+        return None
+    return order[:i] + order[i + 1 : first] + [node] + order[first:]
+
+
+def _lower_with(graph: nx.DiGraph, order: list[str], profile, config, small: str,
                 done_markers: bool, target: Target) -> _Lowering:  # fmt: skip
-    lw = _Lowering(graph, schedule, profile, config, small, done_markers, target)
+    lw = _Lowering(graph, order, profile, config, small, done_markers, target)
     for n in lw.order:
         lw.node(n)
     lw._fence("end of step")

@@ -50,6 +50,9 @@ def summarise(lw) -> dict:
         "slot_hits": lw.slots.hits,
         "slot_evictions": lw.slots.evictions,
         "ddr_image_bytes": lw.ddr["total_bytes"],
+        # nodes issued later than the schedule placed them, to find room in L2 (`lower`);
+        # left out when there are none, so such a program's sidecar is what it was before
+        **({"deferred": list(lw.deferred)} if lw.deferred else {}),
     }
 
 

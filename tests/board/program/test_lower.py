@@ -13,6 +13,8 @@ from pccx_flow.board.program.lower import lower
 from pccx_flow.graph.nodes import OP_LANE
 from pccx_flow.model.config import get_config
 
+from ..conftest import lowered_graph, refuse_room
+
 
 def test_one_word_per_npu_node_and_counts_match_the_graph(tiny_program):
     graph, _, _, prog = tiny_program
@@ -171,8 +173,6 @@ def test_a_new_kv_row_later_layers_read_is_grouped_with_no_tile():
     its layer's last tile it would stay in the middle of the tile stack. It is a region of
     its own (the operands that read it are split), while a K row only its own layer reads
     stays grouped with its tile (the scores read them as one operand)."""
-    from tests.board.conftest import lowered_graph
-
     graph, _, _, prog = lowered_graph(position=19, tile_rows=16)
     rows = {n: {graph.nodes[r]["layer"] for r in graph.successors(n)}
             for n, a in graph.nodes(data=True) if a["kernel"] == "kv_write"}  # fmt: skip
@@ -280,7 +280,7 @@ def test_regions_living_through_the_step_are_placed_ahead_at_the_top():
     profile, config = load_profile("v002-spec"), get_config("e4b")
     graph = build_decode_graph(config, position=2047, profile=profile, layers=(0, 3))
     schedule = run_policy(problem_from_graph(graph, profile, memory=True), profile, "heft")
-    lw = _Lowering(graph, schedule, profile, config)
+    lw = _Lowering(graph, [s.node for s in schedule.order()], profile, config)
     total = lw.l2.total_words
     # large regions stack a whole KV tile apart: 512 rows of one head's 256 BF16 keys, 256 KiB
     assert lw.l2.slot_words * 16 == 512 * config.head_dim * 2
@@ -295,3 +295,68 @@ def test_regions_living_through_the_step_are_placed_ahead_at_the_top():
     for n in lw.order:
         lw.node(n)
     assert not lw.promised and not lw.l2.reserved  # every planned region was claimed
+
+
+def _node_sequence(prog) -> list[str]:
+    """The nodes of the program's instruction words, each once, in issue order."""
+    nodes = [n for n, role in zip(prog.nodes, prog.roles, strict=True) if role == "node"]
+    return list(dict.fromkeys(nodes))
+
+
+def test_a_node_l2_has_no_hole_for_is_issued_just_before_its_first_reader(tiny_ckpt, monkeypatch):
+    """A schedule keeps live bytes within L2, not a hole per tensor: E4B's `random` at 4095
+    left no hole for a 256 KiB KV tile read 187 nodes ahead of its reader. The lowering
+    then issues that node right before its first reader, and the program still computes
+    the step (float64 emulation against the reference decode)."""
+    from pccx_flow.board.emulator.check import default_tokens, emulate_against_reference
+
+    graph, schedule, profile, before = lowered_graph("v002-spec", "critical-path")
+    node = "L03.attn.k_read.g0"  # read 916 nodes after it is issued (tiny, position 9)
+    readers = set(graph.successors(node))
+
+    def refused(lw, n):  # no room until it is issued right before a reader
+        return n == node and lw.order[lw.pos[n] + 1] not in readers
+
+    seen, told = refuse_room(monkeypatch, refused), []
+    prog = lower(graph, schedule, profile, get_config("tiny"), on_retry=told.append)
+    assert seen == [node, node]  # the "bottom" and "above-reach" placements, in the
+    assert prog.summary["deferred"] == [node]  # schedule's order; then deferred once
+    assert len(told) == 2 and all(node in line and "\n" not in line for line in told)
+    assert told[1].endswith("issued just before its first reader (1 of at most 8)")
+    assert "deferred" not in before.summary
+    order, issued = [s.node for s in schedule.order()], _node_sequence(prog)
+    after = issued[issued.index(node) + 1]
+    assert after in readers
+    assert after == next(n for n in order if n in readers)  # the first reader
+    assert [n for n in issued if n != node] == [n for n in _node_sequence(before) if n != node]
+    r = emulate_against_reference(prog, tiny_ckpt, default_tokens(10, tiny_ckpt.config.vocab),
+                                  precision="float64")  # fmt: skip
+    assert r["max_abs_diff"] <= 1e-9 and r["argmax_same"] and r["ok"], r["max_abs_diff"]
+
+
+def test_placement_gives_up_with_the_first_error_after_max_deferred_nodes(
+    tiny_program, monkeypatch
+):
+    from pccx_flow.board.program.lower import MAX_DEFERRED
+
+    graph, schedule, profile, _ = tiny_program
+    seen = refuse_room(monkeypatch, lambda lw, n: n.endswith("k_read.g0"))
+    with pytest.raises(AllocationError) as info:
+        lower(graph, schedule, profile, get_config("tiny"))
+    assert str(info.value).startswith(f"does not fit: tensor {seen[0]} ")  # the first
+    # two placements in the schedule's order, then one per node deferred (each a new node)
+    assert len(seen) == 2 + MAX_DEFERRED and len(set(seen[2:])) == MAX_DEFERRED
+
+
+def test_a_node_right_before_its_reader_is_not_deferred(tiny_program, monkeypatch):
+    graph, schedule, profile, _ = tiny_program
+    order = [s.node for s in schedule.order()]
+    node = next(
+        n
+        for n, m in zip(order, order[1:], strict=False)
+        if m in set(graph.successors(n)) and graph.nodes[n]["op"] != "HOST"
+    )
+    seen = refuse_room(monkeypatch, lambda lw, n: n == node)
+    with pytest.raises(AllocationError, match=f"node {node}"):
+        lower(graph, schedule, profile, get_config("tiny"))
+    assert seen == [node, node]  # no deferral: it is issued right before its reader

@@ -107,6 +107,27 @@ def test_emit_that_does_not_fit_is_one_line(tmp_path, capsys):
     assert "'l2'" in err and "larger cap" in err
 
 
+def test_emit_names_the_nodes_it_issued_later_for_a_hole_in_l2(capsys, monkeypatch):
+    from ..conftest import refuse_room
+
+    node = "L01.attn.k_read.g0"  # issued long before its first reader (tiny, position 4)
+
+    def refused(lw, n):  # no room until it is issued right before a reader
+        return n == node and lw.order[lw.pos[n] + 1] not in set(lw.g.successors(n))
+
+    refuse_room(monkeypatch, refused)
+    assert main(["emit", "--preset", "tiny", "--position", "4"]) == 0
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [
+        f"no room in L2 for {node}: lowering again with small tensors above the CVO window",
+        f"no hole in L2 for {node}'s output: lowering again with it issued just before its "
+        "first reader (1 of at most 8)",
+    ]
+    lines = out.splitlines()
+    at = next(i for i, x in enumerate(lines) if x.startswith("  issued later   1 node, "))
+    assert lines[at + 1].endswith(f"differs from the schedule's there): {node}")
+
+
 def test_emit_of_a_cut_after_layer_0_is_one_line_before_any_schedule(capsys, monkeypatch):
     def no_graph(*_args, **_kwargs):
         raise AssertionError("the graph was built")
