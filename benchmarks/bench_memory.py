@@ -57,6 +57,8 @@ def lower_row(graph, schedule, profile) -> dict:
     return {
         "lowers": True,
         "lower_seconds": time.perf_counter() - t,
+        # nodes issued later than scheduled, for a hole in L2 (`lower`)
+        "program_deferred": s.get("deferred", []),
         "program_words": s["words"],
         "program_fences": s["fences"],
         "program_l2_peak_bytes": s["l2_peak_bytes"],
@@ -88,7 +90,9 @@ def bench(
         print(
             f"  {profile.name} p={position} {name}: "
             + (f"fits, {row['seconds']:.2f} s" if row["fits"] else "DOES NOT FIT")
-            + ({True: ", lowers", False: ", DOES NOT LOWER"}.get(row.get("lowers"), "")),
+            + ({True: ", lowers", False: ", DOES NOT LOWER"}.get(row.get("lowers"), ""))
+            + (f" ({len(row['program_deferred'])} issued later)" if row.get("program_deferred")
+               else ""),
             file=sys.stderr,
         )
         rows.append(row)

@@ -68,6 +68,8 @@ def one(preset: str, position: int, profile_name: str, target: str) -> dict:
         case["error"] = str(exc)
         return case
     case["program"] = {k: program.summary[k] for k in ("words", "batches", "fences", "host_steps")}
+    # nodes the lowering issued later than scheduled, for a hole in L2
+    case["program"]["deferred"] = program.summary.get("deferred", [])
     t0 = time.perf_counter()
     replays = replay_all(program, profile)
     case["replay_seconds"] = time.perf_counter() - t0

@@ -243,6 +243,13 @@ def float64_section(d: dict) -> str:
     )
 
 
+def _lowers(r: dict) -> str:
+    """A row's *lowers* cell: yes, with the nodes issued later for a hole in L2, or no."""
+    later = len(r.get("program_deferred") or ())
+    cell = {True: "yes", False: "**no**"}.get(r.get("lowers"), "-")
+    return f"{cell} ({later} issued later)" if later else cell
+
+
 def memory_section(d: dict) -> str:
     rows = []
     for r in d["rows"]:
@@ -253,7 +260,7 @@ def memory_section(d: dict) -> str:
                  "-" if r.get("l2_reach_peak_bytes") is None
                  else f"{r['l2_reach_peak_bytes'] / 1024:.0f} KiB",
                  f"{r['makespan_cycles']:,}", f"{r['tokens_per_second_estimate']:.2f}",
-                 {True: "yes", False: "**no**"}.get(r.get("lowers"), "-")]
+                 _lowers(r)]
             )  # fmt: skip
         else:
             rows.append(
@@ -265,7 +272,8 @@ def memory_section(d: dict) -> str:
     return (
         "**L2 as a constraint over the context** (`bench_memory.py`; every policy, "
         "validated occupancy; makespans are model estimates; *lowers*: the program's L2 "
-        "allocator also placed it)\n\n" + _table(head, rows)
+        "allocator also placed it, with *issued later* nodes moved to just before their "
+        "first reader for a hole in L2)\n\n" + _table(head, rows)
     )
 
 
@@ -382,6 +390,9 @@ def replay_section(d: dict) -> str:
     rows, errors = [], []
     for c in d["cases"]:
         step = f"{c['preset']} pos {c['position']}, {c['profile']}, {c.get('target', 'spec')}"
+        later = len(c.get("program", {}).get("deferred") or ())
+        if later:
+            step += f" ({later} node{'s' if later > 1 else ''} issued later for a hole in L2)"
         ls = c["list_schedule"]
         listed = f"{ls['makespan_cycles']:,}, " + cell(ls["tokens_per_second"])
         if "error" in c:

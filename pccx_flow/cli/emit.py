@@ -142,9 +142,9 @@ def _deferred_lines(nodes) -> list[str]:
     line). Programs written before the lowering could do that have no such entry."""
     if not nodes:
         return []
-    what = "1 node" if len(nodes) == 1 else f"{len(nodes)} nodes"
+    what = "1 node" if len(nodes) == 1 else f"{len(nodes)} nodes, each"
     return [
-        f"  issued later   {what}, just before its first reader, for a hole in L2 (the timing",
+        f"  issued later   {what} just before its first reader, for a hole in L2 (the timing",
         f"                 differs from the schedule's there): {', '.join(nodes)}",
     ]
 

@@ -124,7 +124,7 @@ def test_emit_names_the_nodes_it_issued_later_for_a_hole_in_l2(capsys, monkeypat
         "first reader (1 of at most 8)",
     ]
     lines = out.splitlines()
-    at = next(i for i, x in enumerate(lines) if x.startswith("  issued later   1 node, "))
+    at = next(i for i, x in enumerate(lines) if x.startswith("  issued later   1 node just before its first reader, "))
     assert lines[at + 1].endswith(f"differs from the schedule's there): {node}")
 
 
