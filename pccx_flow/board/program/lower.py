@@ -258,7 +258,7 @@ def _placed(graph: nx.DiGraph, order: list[str], profile, config, done_markers: 
 def _deferred(graph: nx.DiGraph, order: list[str], node: str | None) -> list[str] | None:
     """`order` with `node` moved to just before its first reader, or None when it has no
     reader or is right before it already (nothing to gain)."""
-    if node is None:
+    if node is None or node not in order:
         return None
     i = order.index(node)
     readers = set(graph.successors(node))
