@@ -215,6 +215,29 @@ def test_gemv_tiles_stream_every_used_matrix_exactly_once(e4b_1023):
             assert wbytes[key] == times * (n // 2 if spec.storage == "int4" else 4 * n), key
 
 
+@pytest.mark.parametrize("tile_rows", [264, 320, 384, 448, 512])
+def test_row_tiles_end_on_whole_l2_words_where_their_number_allows(tile_rows):
+    """A program reads a split matrix's tiles as one operand of contiguous parts, so every
+    tile but the last fills whole 16-byte words of float32 (4 rows): 2048 rows in tiles of
+    at most 384 came in 342 rows and `emit --tile-rows 384` stopped. Rounding never costs
+    a tile (AltUp's 4-row router stays in two tiles of 2 rows, on both weight ports), and
+    no tile holds more than `tile_rows`."""
+    g = build_decode_graph("e4b", position=100, tile_rows=tile_rows, layers=(0, 1))
+    tiles: dict[str, list[int]] = defaultdict(list)
+    for n, a in g.nodes(data=True):
+        if a["op"] == "GEMV" and a["weight"] and ".t" in n:
+            r0, r1 = a["weight"]["rows"]
+            tiles[n.rsplit(".t", 1)[0]].append(r1 - r0)
+    split = {m: rows for m, rows in tiles.items() if len(rows) > 1}
+    assert any(m.endswith("laurel.right") for m in split)
+    for m, rows in split.items():
+        assert max(rows) <= tile_rows, m
+        if sum(rows) >= 4 * len(rows):  # room for whole words in every tile
+            assert all(r % 4 == 0 for r in rows[:-1]), (m, rows)
+        else:
+            assert m.endswith("router"), (m, rows)
+
+
 def test_sparse_down_records_density_and_both_byte_figures(e4b_1023):
     down = [a for n, a in e4b_1023.nodes(data=True) if ".ffn.down." in n]
     sparse = [a for a in down if a["layer"] < 10]

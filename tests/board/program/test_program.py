@@ -124,8 +124,16 @@ def test_emit_names_the_nodes_it_issued_later_for_a_hole_in_l2(capsys, monkeypat
         "first reader (1 of at most 8)",
     ]
     lines = out.splitlines()
-    at = next(i for i, x in enumerate(lines) if x.startswith("  issued later   1 node just before its first reader, "))
+    head = "  issued later   1 node just before its first reader, "
+    at = next(i for i, x in enumerate(lines) if x.startswith(head))
     assert lines[at + 1].endswith(f"differs from the schedule's there): {node}")
+
+
+def test_emit_lowers_tiles_of_any_allowed_size_on_the_spec_target(capsys):
+    """384 rows a tile split LAuReL's 2048-row up-projection into tiles of 342 rows, which
+    do not end on a word of float32 L2, and emit stopped (`graph.ops.WORD_ROWS`)."""
+    assert main(["emit", "--tile-rows", "384", "--layers", "0:1"]) == 0
+    assert "instructions" in capsys.readouterr().out
 
 
 def test_emit_of_a_cut_after_layer_0_is_one_line_before_any_schedule(capsys, monkeypatch):
