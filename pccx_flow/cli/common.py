@@ -141,7 +141,8 @@ def add_step_args(p: argparse.ArgumentParser, *, layers: bool = True) -> None:
         type=positive,
         default=d["tile_rows"],
         metavar="N",
-        help="GEMV output rows per tile (default: 512, one instruction's limit)",
+        help="most GEMV output rows and keys per tile, in whole 16-byte L2 words (default: "
+        "512, one instruction's limit)",
     )
 
 

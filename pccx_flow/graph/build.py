@@ -25,6 +25,8 @@ a cache layer below a that a KV-sharing layer reads (field ``kv_new``).
 
 from __future__ import annotations
 
+import math
+
 import networkx as nx
 
 from pccx_flow.collector import collector_paused
@@ -37,7 +39,7 @@ from pccx_flow.graph.blocks_ple import ple_mix
 from pccx_flow.graph.blocks_pre import altup_init, embedding, ple_precompute, state_read
 from pccx_flow.graph.blocks_residual import input_norm, laurel, merge
 from pccx_flow.graph.emit import GraphWriter, Vec
-from pccx_flow.graph.ops import Ctx
+from pccx_flow.graph.ops import WORD_ROWS, Ctx
 from pccx_flow.model.config import (
     Gemma3nConfig,
     check_position,
@@ -121,12 +123,27 @@ def _row_align(profile, row_align: int | None) -> int:
     return 8 if program is not None and program.target == "as-built" else 1
 
 
+def _whole_word_rows(config: Gemma3nConfig, tile_rows: int, row_align: int) -> int:
+    """Rows a tile holds at most: `tile_rows`, less what ends short of a whole L2 word.
+
+    A program reads the tiles of one matrix, of one head's keys or of one chain of
+    accumulating GEMVs as one operand of contiguous parts, and a part must end on a
+    16-byte word (4 float32 values on the spec target, `ops.WORD_ROWS`; `row_align` 8 BF16
+    as built). Tiles of 300 rows as built ended mid-word and `emit --tile-rows 300` stopped
+    ("does not fill whole L2 words"); they now hold 296. The sizes the builder is asked
+    for most (512, 256, the tiny model's 8 to 32) are whole words already."""
+    align = math.lcm(row_align, WORD_ROWS)
+    rows = tile_rows - tile_rows % align
+    return rows if rows >= max(config.head_dim, config.ple_dim) else tile_rows
+
+
 def _build(
     config: Gemma3nConfig, semantics: str, position: int, tile_rows: int, a: int, b: int,
     row_align: int = 1,
 ) -> nx.DiGraph:  # fmt: skip
     graph = nx.DiGraph()
-    ctx = Ctx(GraphWriter(graph), config, semantics, position, tile_rows, row_align)
+    rows = _whole_word_rows(config, tile_rows, row_align)
+    ctx = Ctx(GraphWriter(graph), config, semantics, position, rows, row_align)
     S = config.altup_streams
     if a == 0:
         x0 = embedding(ctx)

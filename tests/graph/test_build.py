@@ -215,27 +215,39 @@ def test_gemv_tiles_stream_every_used_matrix_exactly_once(e4b_1023):
             assert wbytes[key] == times * (n // 2 if spec.storage == "int4" else 4 * n), key
 
 
-@pytest.mark.parametrize("tile_rows", [264, 320, 384, 448, 512])
-def test_row_tiles_end_on_whole_l2_words_where_their_number_allows(tile_rows):
-    """A program reads a split matrix's tiles as one operand of contiguous parts, so every
-    tile but the last fills whole 16-byte words of float32 (4 rows): 2048 rows in tiles of
-    at most 384 came in 342 rows and `emit --tile-rows 384` stopped. Rounding never costs
-    a tile (AltUp's 4-row router stays in two tiles of 2 rows, on both weight ports), and
-    no tile holds more than `tile_rows`."""
-    g = build_decode_graph("e4b", position=100, tile_rows=tile_rows, layers=(0, 1))
-    tiles: dict[str, list[int]] = defaultdict(list)
+@pytest.mark.parametrize(
+    ("tile_rows", "row_align"),
+    [(264, 1), (320, 1), (384, 1), (448, 1), (512, 1), (301, 1), (300, 8), (333, 8)],
+)
+def test_tiles_end_on_whole_l2_words(tile_rows, row_align):
+    """A program reads the tiles of a matrix, of a chain of accumulating GEMVs or of a
+    head's keys as one operand of contiguous parts, so every tile but the last ends on a
+    16-byte word: 4 float32 rows on the spec target, 8 BF16 as built (`row_align` 8). Split
+    evenly, 2048 rows in tiles of at most 384 came in 342; tiles of 300 rows as built ended
+    mid-word; `emit` stopped on both. Rounding never costs a split matrix a tile (AltUp's
+    4-row router stays in two tiles of 2 rows, on both weight ports), no tile holds more
+    than `tile_rows`, and the graph records `tile_rows` as asked."""
+    align = math.lcm(row_align, 4)
+    g = build_decode_graph("e4b", position=700, tile_rows=tile_rows, row_align=row_align,
+                           layers=(0, 1))  # fmt: skip
+    assert g.graph["tile_rows"] == tile_rows
+    tiles: dict[str, set[tuple[int, int]]] = defaultdict(set)
     for n, a in g.nodes(data=True):
         if a["op"] == "GEMV" and a["weight"] and ".t" in n:
-            r0, r1 = a["weight"]["rows"]
-            tiles[n.rsplit(".t", 1)[0]].append(r1 - r0)
-    split = {m: rows for m, rows in tiles.items() if len(rows) > 1}
-    assert any(m.endswith("laurel.right") for m in split)
-    for m, rows in split.items():
-        assert max(rows) <= tile_rows, m
-        if sum(rows) >= 4 * len(rows):  # room for whole words in every tile
-            assert all(r % 4 == 0 for r in rows[:-1]), (m, rows)
+            tiles[n.split(".t", 1)[0]].add(tuple(a["weight"]["rows"]))
+        elif ".scores." in n and ".t" in n:  # one score per key of the tile
+            r = math.prod(a["outputs"][0]["shape"])
+            tiles[n.rsplit(".t", 1)[0]].add((int(n.rsplit(".t", 1)[1]), r))
+    split = {m: sorted(rows) for m, rows in tiles.items() if len(rows) > 1}
+    assert any(m.endswith("laurel.right") for m in split) and any("o_proj" in m for m in split)
+    assert any(".scores." in m for m in split)
+    for m, ranges in split.items():
+        sizes = [b - a for a, b in ranges] if ".scores." not in m else [r for _, r in ranges]
+        assert max(sizes) <= tile_rows, m
+        if sum(sizes) >= align * len(sizes):  # room for whole words in every tile
+            assert all(r % align == 0 for r in sizes[:-1]), (m, sizes)
         else:
-            assert m.endswith("router"), (m, rows)
+            assert m.endswith("router") and row_align == 1, (m, sizes)
 
 
 def test_sparse_down_records_density_and_both_byte_figures(e4b_1023):

@@ -67,6 +67,22 @@ def test_a_step_of_several_key_tiles_matches_the_reference(tiny_ckpt, profile):
     assert r["max_abs_diff"] <= 1e-9 and r["argmax_same"] and r["ok"], r["max_abs_diff"]
 
 
+def test_tiles_rounded_to_whole_words_still_compute_the_step(tiny_ckpt):
+    """Tiles of at most 13 rows hold 12 on the spec target (whole float32 words,
+    `build._whole_word_rows`): the 64-row matrices split 12+12+12+12+12+4 and the keys at
+    position 20 in tiles of 12 and 9; the program matches the reference (float64)."""
+    from ..conftest import lowered_graph
+
+    graph, _, _, prog = lowered_graph("v002-spec", position=20, tile_rows=13, target="spec")
+    assert graph.graph["tile_rows"] == 13
+    assert {tuple(a["weight"]["rows"]) for n, a in graph.nodes(data=True)
+            if n.startswith("L00.laurel.right.t")} == {(0, 12), (12, 24), (24, 36), (36, 48),
+                                                       (48, 60), (60, 64)}  # fmt: skip
+    r = emulate_against_reference(prog, tiny_ckpt, default_tokens(21, tiny_ckpt.config.vocab),
+                                  precision="float64")  # fmt: skip
+    assert r["max_abs_diff"] <= 1e-9 and r["argmax_same"] and r["ok"], r["max_abs_diff"]
+
+
 def test_rtl_numerics_drift_from_the_spec(tiny_ckpt):
     prog = _program("v002-spec", "critical-path", "pccx", 5)
     tokens = default_tokens(6, tiny_ckpt.config.vocab)
