@@ -401,18 +401,18 @@ class Timeline:
         order, withheld, slots = self._admit_order, self._withheld, self.slots
         while self._turn < len(order):
             n = order[self._turn]
-            if n in slots:  # placed while held, by a policy of its own order
-                withheld.discard(n)
-            elif n not in withheld:
-                return  # not ready yet
-            elif self._admitted(n) or self._ready_left + len(released) == 0:
+            # a node a policy of its own order placed while it was held left the withheld
+            # then (`place`): its turn is simply over
+            if n not in slots:
+                if n not in withheld:
+                    return  # not ready yet
+                if not (self._admitted(n) or self._ready_left + len(released) == 0):
+                    return  # no room yet
                 withheld.discard(n)
                 for cap, nbytes in self._demand_key.get(n, ()):
                     self._promised[cap] = self._promised.get(cap, 0) + nbytes
                 self._promised_nodes.add(n)
                 released.append(n)
-            else:
-                return  # no room yet
             self._turn += 1
 
     def is_ready(self, node: Node) -> bool:
