@@ -76,7 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         default=512,
         metavar="N",
-        help="GEMV output rows per tile (default: 512)",
+        help="most GEMV output rows and keys per tile, in whole 16-byte L2 words (default: 512)",
     )
     p.add_argument(
         "--seed",
