@@ -217,8 +217,8 @@ def _placed(graph: nx.DiGraph, order: list[str], profile, config, done_markers: 
     reader (`_deferred`), up to `MAX_DEFERRED` nodes. Raises the first error if none fits.
 
     The schedule keeps the live bytes within L2, not a hole for each tensor: a policy that
-    fills L2 to the brim (`random` at position 4095 on v002-spec: 1,822,816 of 1,835,008
-    bytes live with a 256 KiB KV tile to place) can leave no hole of a tile's size. A
+    fills L2 to the brim (`random` at position 4095 on v002-spec: with a 256 KiB KV tile,
+    1,822,816 of 1,835,008 bytes would be live) can leave no hole of a tile's size. A
     tensor made later holds its words for less of the step, and its maker's inputs are
     all made before it and its readers after it, so the program computes the same values;
     its timing differs from the schedule's by that node (the summary names it)."""
