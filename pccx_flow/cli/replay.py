@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from pccx_flow import atomic
@@ -137,9 +138,11 @@ def list_schedule_of(meta: dict, profile_name: str, layers: tuple[int, int] | No
 
 def format_report(summaries: dict[str, dict], meta: dict, list_ms: int | None,
                   list_profile: str | None, profile, whole_step: bool = True,
-                  host_waits: str = "fences") -> str:  # fmt: skip
+                  host_waits: str = "fences", deferred: Sequence[str] = ()) -> str:  # fmt: skip
     """The replay table: makespan and tok/s per model beside the list schedule, then where
-    the time goes and the issue-path counts. A part of a step (some layers) gets no tok/s."""
+    the time goes and the issue-path counts. A part of a step (some layers) gets no tok/s.
+    `deferred`: nodes the program issues later than the list schedule (for a hole in L2,
+    `pccx_flow.board.program.lower`), named under it."""
     label = f"model estimate, profile {profile.name}"
     hz = float(profile.core_hz)
     lines = [
@@ -162,6 +165,13 @@ def format_report(summaries: dict[str, dict], meta: dict, list_ms: int | None,
             + (f", {hz / list_ms:.2f} tok/s" if whole_step else "")
             + ("" if same else " (on another profile: compare with care)")
         )
+        if deferred:
+            n = len(deferred)
+            lines.append(
+                f"  the program issues {n} node{'s' if n > 1 else ''} later than this schedule "
+                f"({'each ' if n > 1 else ''}just before its first reader, for a hole in L2): "
+                + ", ".join(deferred)
+            )
     lines.append(
         f"{'issue model':<12}{'makespan cycles':>17}{'ms':>10}{'tok/s':>10}"
         f"{'x list':>8}  biggest cost"
@@ -230,7 +240,7 @@ def replay_report(program, profile, models, list_ms=None, list_profile=None, who
         for s in summaries.values():
             s["tokens_per_second"] = None
     text = format_report(summaries, program.meta, list_ms, list_profile, profile, whole_step,
-                         host_waits)  # fmt: skip
+                         host_waits, program.summary.get("deferred", ()))  # fmt: skip
     return replays, summaries, text
 
 

@@ -198,3 +198,22 @@ def test_replay_rebuilds_the_list_schedule_under_the_read_rule_emit_used(tiny_pr
         replay.list_schedule_of(m, m["profile"])
     assert asked == [{"rule": "stream"}, {"rule": "fixed"}, {"rule": "fixed"}]
 
+
+def test_replay_names_the_nodes_the_program_issues_later_than_its_schedule(
+    tmp_path, monkeypatch, capsys
+):
+    from tests.board.conftest import refuse_room
+
+    node = "L01.attn.k_read.g0"  # issued long before its first reader (tiny, position 4)
+    refuse_room(monkeypatch, lambda lw, n: n == node and lw.order[lw.pos[n] + 1]
+                not in set(lw.g.successors(n)))  # fmt: skip
+    out = tmp_path / "later.prog"
+    assert cli_main.main(["emit", "--preset", "tiny", "--position", "4", "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert cli_main.main(["replay", str(out), "--issue", "spec"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, x in enumerate(lines) if x.startswith("list schedule (critical-path"))
+    assert lines[at + 1] == (
+        "  the program issues 1 node later than this schedule (just before its first reader, "
+        f"for a hole in L2): {node}"
+    )
