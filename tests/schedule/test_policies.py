@@ -16,6 +16,7 @@ from pccx_flow.schedule.model import Lane
 from pccx_flow.schedule.policies.base import (
     bottom_levels,
     downward_rank,
+    mean_costs,
     static_priority_schedule,
     upward_rank,
 )
@@ -148,6 +149,29 @@ def test_every_policy_valid_and_above_the_lower_bound(problem, seed):
         assert schedule.makespan >= bound, policy
         for name, cycles in chain_bounds.items():  # the metric's bound holds on every schedule
             assert schedule.makespan >= cycles, (policy, name)
+
+
+@settings(
+    max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(random_problems())
+def test_levels_follow_their_definition(problem):
+    """The levels average each cost row once and skip comm where there is none; here they
+    are taken node by node from the definition (mean cost plus the largest successor's
+    level, with the edge's mean comm for HEFT's rank)."""
+    mean = {n: problem.mean_cost(n) for n in problem.order}
+    assert mean_costs(problem) == mean
+
+    def levels(with_comm: bool) -> dict:
+        out: dict = {}
+        for n in reversed(problem.order):
+            below = [out[s] + (problem.mean_comm(n, s) if with_comm else 0.0)
+                     for s in problem.succs[n]]  # fmt: skip
+            out[n] = mean[n] + max(below, default=0.0)
+        return out
+
+    assert bottom_levels(problem) == levels(False)
+    assert upward_rank(problem) == levels(True)
 
 
 def test_random_policy_is_deterministic_per_seed(heft_problem):

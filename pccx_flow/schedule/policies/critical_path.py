@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
-from pccx_flow.schedule.policies.base import Policy, static_priority_schedule
+from pccx_flow.schedule.policies.base import Policy, mean_costs, static_priority_schedule
 from pccx_flow.schedule.precedence import order_only_edges
 from pccx_flow.schedule.problem import SchedulingProblem
 from pccx_flow.schedule.timeline import Timeline
@@ -124,27 +124,33 @@ def stall_levels(problem: SchedulingProblem, weight: float = STALL_WEIGHT) -> di
     first = stage_one_nodes(problem)
     if not first_stage_binds(problem, first):
         weight = 0.0
-    cost = {n: problem.mean_cost(n) for n in problem.order}
+    cost, succs = mean_costs(problem), problem.succs
     skipped: dict[Node, set[Node]] = {}  # per node, the successors `issue_order_edges` gives
     for u, v in issue_order_edges(problem):
         skipped.setdefault(u, set()).add(v)
-    tail: dict[Node, float] = {}
+    # what a node adds to the tail of a node before it: its cost and its own tail, or 0 for
+    # a first-stage node (the tail runs to the nearest one)
+    adds: dict[Node, float] = {}
     level: dict[Node, float] = {}
     for n in reversed(problem.order):
         t = below = 0.0
         skip = skipped.get(n)
-        for s in problem.succs[n]:
+        for s in succs[n]:
             if skip is not None and s in skip:
                 continue
-            x = 0.0 if s in first else cost[s] + tail[s]
+            x = adds[s]
             if x > t:
                 t = x
-            if level[s] > below:
-                below = level[s]
-        tail[n] = t
+            x = level[s]
+            if x > below:
+                below = x
         own = cost[n]
-        stall = t - own if n in first and t > own else 0.0
-        level[n] = own + weight * stall + below
+        if n in first:
+            adds[n] = 0.0
+            level[n] = own + weight * (t - own if t > own else 0.0) + below
+        else:
+            adds[n] = own + t
+            level[n] = own + below
     return level
 
 
