@@ -320,11 +320,18 @@ def _intersection_length(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> 
 
 
 def _by_layer_block(schedule: Schedule, problem: SchedulingProblem, block: str) -> dict:
+    """The slots of `block`'s nodes, by layer (-1: none given)."""
+    by_block = getattr(problem, "_nodes_by_block", None)
+    if by_block is None:  # one pass over the graph's nodes for every block asked (three)
+        by_block = defaultdict(list)
+        for n, a in problem.graph.nodes(data=True):
+            by_block[a.get("block")].append((n, a.get("layer", -1)))
+        problem._nodes_by_block = by_block
     out: dict[int, list[Slot]] = defaultdict(list)
     slots = schedule.slots
-    for n, a in problem.graph.nodes(data=True):
-        if a.get("block") == block and n in slots:
-            out[a.get("layer", -1)].append(slots[n])
+    for n, layer in by_block.get(block, ()):
+        if n in slots:
+            out[layer].append(slots[n])
     return out
 
 
