@@ -121,7 +121,7 @@ def chain_bounds(
     forced = capacity_groups(problem) if capacity else []
     variants = [("pool_chain", False)] * plain + [("capacity_chain", True)] * capacity
     preds, succs = hardware_precedence(problem)
-    cost = {n: problem.min_cost(n) for n in problem.order}
+    cost = problem.min_costs
     reach: dict[Node, tuple[Node, ...]] = {}
     for n in problem.order:  # ancestors within `hops` edges (a node of one input needs none)
         if len(preds[n]) < 2:

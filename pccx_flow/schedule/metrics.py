@@ -137,7 +137,7 @@ def graph_bounds(problem: SchedulingProblem, profile: Any) -> dict[str, int] | N
 
     # the problem's costs are the graph's cycles on this profile (`problem_from_graph`)
     # and its order is topological: neither is computed twice
-    cycles = {n: problem.min_cost(n) for n in problem.order}
+    cycles = problem.min_costs
     lb = lower_bounds(problem.source, profile, cycles=cycles, order=problem.order)
     out = {"critical_path": int(lb.critical_path_cycles)}
     for field, value in lb.to_dict().items():  # lane_class_cycles, pool_cycles, ...
@@ -411,7 +411,7 @@ def dag_slack(problem: SchedulingProblem) -> dict[Node, int]:
     heuristic's order-only edge is a choice of the schedule, not of the graph.
     """
     _, succs = hardware_precedence(problem)
-    cost = {n: problem.min_cost(n) for n in problem.order}
+    cost = problem.min_costs
     finish = least_finishes(problem)  # earliest
     end = max(finish.values(), default=0)
     start: dict[Node, int] = {}  # latest

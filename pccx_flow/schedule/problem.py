@@ -309,6 +309,12 @@ class SchedulingProblem:
     def min_cost(self, node: Node) -> int:
         return self._min_cost[node]
 
+    @property
+    def min_costs(self) -> Mapping[Node, int]:
+        """Every node's `min_cost`, in program order (read only): the bounds and metrics
+        that want them all take this instead of a call per node."""
+        return self._min_cost
+
     def pool_users(self, pool: str) -> list[Node]:
         """The nodes that hold an instance of `pool`, in program order."""
         _, by_pools = self._node_groups()
@@ -354,7 +360,7 @@ class SchedulingProblem:
 
     def least_work(self, nodes: Iterable[Node]) -> int:
         """The nodes' costs on their cheapest lanes, summed: a work bound's numerator."""
-        return sum(self.min_cost(n) for n in nodes)
+        return sum(map(self._min_cost.__getitem__, nodes))
 
     def mean_comm(self, u: Node, v: Node) -> float:
         """Average comm of edge u->v over the pairs of *different* lanes the two can use.
