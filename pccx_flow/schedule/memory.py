@@ -79,16 +79,20 @@ def decode_holds(
         op = op_of[n]
         if op == "MEMSET" or (op == "MEMCPY" and attrs.get("func") in HOST_OUTPUT_COPIES):
             continue
-        # the tensors each reader takes from n: on the edge (`GraphWriter.add` puts them
-        # there), else from the reader's inputs
-        reads = [
-            (s, d["tensors"] if "tensors" in d else {i["name"] for i in nodes[s]["inputs"]})
-            for s, d in succ_of[n].items()
-        ]
+        # each tensor's readers, in successor order: the tensors a reader takes from n are
+        # on the edge (`GraphWriter.add` puts them there), else among the reader's inputs
+        readers_of: dict[str, list[Node]] = {}
+        for s, d in succ_of[n].items():
+            names = d["tensors"] if "tensors" in d else {i["name"] for i in nodes[s]["inputs"]}
+            for name in names:
+                got = readers_of.get(name)
+                if got is None:
+                    readers_of[name] = [s]
+                elif got[-1] != s:  # a name listed twice on one edge reads once
+                    got.append(s)
         by_readers: dict[tuple[Node, ...], dict[str, int]] = {}
         for t in attrs.get("outputs", ()):
-            name = t["name"]
-            readers = tuple(s for s, names in reads if name in names)
+            readers = tuple(readers_of.get(t["name"], ()))
             if op == "HOST" and all(op_of[r] == "HOST" for r in readers):
                 continue  # host memory: no NPU node reads it
             nbytes = tensor_bytes(t)

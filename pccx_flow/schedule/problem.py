@@ -121,21 +121,22 @@ class SchedulingProblem:
         # Order-only edges (a heuristic's issue order, `pccx_flow.schedule.readahead`) bind the
         # schedule like graph edges but are not data: given apart, so the graph is not copied
         # to hold them, or marked ``order_only=True`` on graph edges.
+        # (each node's neighbours as the plain dicts `adjacency` yields: no view per node)
+        pred_of, succ_of = dict(nx.reverse_view(graph).adjacency()), dict(graph.adjacency())
         extra: dict[tuple[Node, Node], None] = {}
         for u, v in order_edges or ():
-            if u not in graph or v not in graph:
+            after = succ_of.get(u)
+            if after is None or v not in succ_of:
                 raise GraphError(f"order-only edge {u!r} -> {v!r} names a node not in the graph")
-            if not graph.has_edge(u, v):
+            if v not in after:
                 extra[(u, v)] = None
         self.order_edges: tuple[tuple[Node, Node], ...] = tuple(extra)
-        self.order: tuple[Node, ...] = _program_order(graph, self.order_edges)
+        self.order: tuple[Node, ...] = _program_order(graph, self.order_edges, pred_of, succ_of)
         self.index: dict[Node, int] = {n: i for i, n in enumerate(self.order)}
         key = self.index.__getitem__
         # The graph's own edges (`graph_preds`, `graph_succs`: what the bounds walk, less
         # edges marked order-only, `pccx_flow.schedule.precedence`), then with the
         # order-only edges (`preds`, `succs`: what a schedule obeys), each in program order.
-        # (each node's neighbours as the plain dicts `adjacency` yields: no view per node)
-        pred_of, succ_of = dict(nx.reverse_view(graph).adjacency()), dict(graph.adjacency())
         self.graph_preds: dict[Node, tuple[Node, ...]] = {
             n: _in_order(pred_of[n], key) for n in self.order
         }
@@ -217,12 +218,13 @@ class SchedulingProblem:
         self.capacities, self.demands = check_capacities(self.order, capacities, demands)
         if holds is None:  # one per demanding node (`_check_holds`)
             self.holds = _check_holds(self, None)
-        self.holds_of: dict[Node, tuple[int, ...]] = {}
-        self.holds_read_by: dict[Node, tuple[int, ...]] = {}
+        holds_of: dict[Node, tuple[int, ...]] = {}
+        read_by: dict[Node, tuple[int, ...]] = {}
         for i, h in enumerate(self.holds):
-            self.holds_of[h.node] = self.holds_of.get(h.node, ()) + (i,)
+            holds_of[h.node] = holds_of.get(h.node, ()) + (i,)
             for r in h.readers:
-                self.holds_read_by[r] = self.holds_read_by.get(r, ()) + (i,)
+                read_by[r] = read_by.get(r, ()) + (i,)
+        self.holds_of, self.holds_read_by = holds_of, read_by
         # Nodes the timeline releases to a policy only once the capacities have room for
         # their demand and this many bytes more beside what placed nodes hold for readers
         # not placed yet (`Timeline.initial_ready`): reads a policy would otherwise issue
@@ -510,16 +512,22 @@ def _check_holds(problem: SchedulingProblem, holds) -> tuple[Hold, ...]:
             continue
         succs = problem.succs[n]
         for readers, row in parts:
-            readers = tuple(dict.fromkeys(readers))
+            readers = tuple(readers) if len(readers) < 2 else tuple(dict.fromkeys(readers))
             for r in readers:
                 if r not in succs:
                     raise GraphError(f"node {n!r}: hold reader {r!r} is not a successor of it")
             clean = []
             for c, d in row.items():
-                if (type(d) is not int and int(d) != d) or d < 0:
+                if type(d) is not int:
+                    if int(d) != d:
+                        raise GraphError(
+                            f"node {n!r}: hold of {d!r} bytes on {c!r} is not an int >= 0"
+                        )
+                    d = int(d)
+                if d > 0:
+                    clean.append((c if type(c) is str else str(c), d))
+                elif d:
                     raise GraphError(f"node {n!r}: hold of {d!r} bytes on {c!r} is not an int >= 0")
-                if d:
-                    clean.append((str(c), int(d)))
             if clean:
                 out.append(Hold(n, readers, tuple(clean)))
     return tuple(out)
@@ -548,16 +556,22 @@ def _with_edges(
     return out
 
 
-def _program_order(graph: nx.DiGraph, extra: Iterable[tuple[Node, Node]] = ()) -> tuple[Node, ...]:
+def _program_order(
+    graph: nx.DiGraph,
+    extra: Iterable[tuple[Node, Node]],
+    pred_of: Mapping[Node, Collection[Node]],
+    succ_of: Mapping[Node, Collection[Node]],
+) -> tuple[Node, ...]:
     """The graph's insertion order if it is topological (with the `extra` edges), else the
-    closest topological order; `GraphError` naming a node on a cycle if there is none."""
+    closest topological order; `GraphError` naming a node on a cycle if there is none.
+    `pred_of` and `succ_of` are the graph's neighbours of each node, in its node order."""
     extra = tuple(extra)
-    nodes = list(graph.nodes)
+    nodes = list(succ_of)
     pos = {n: i for i, n in enumerate(nodes)}
     at = pos.__getitem__
-    succ_pos = [list(map(at, nbrs)) for _, nbrs in graph.adjacency()]  # in node order
+    succ_pos = [list(map(at, nbrs)) for nbrs in succ_of.values()]
     forward = all(not later or min(later) > i for i, later in enumerate(succ_pos))
-    indegree = [d for _, d in graph.in_degree()]
+    indegree = [len(before) for before in pred_of.values()]
     for u, v in extra:
         i, j = pos[u], pos[v]
         forward = forward and i < j

@@ -203,6 +203,20 @@ def test_bad_holds_are_refused():
         SchedulingProblem(
             g, lanes, costs, capacities={L2: 9}, holds={"a": [(("b",), {L2: -1}), ((), {L2: 2})]}
         )
+    with pytest.raises(GraphError, match="hold of 1.5 bytes"):
+        SchedulingProblem(g, lanes, costs, capacities={L2: 9}, holds={"a": [(("b",), {L2: 1.5})]})
+    with pytest.raises(GraphError, match="order-only edge 'a' -> 'z' names a node not in"):
+        SchedulingProblem(g, lanes, costs, order_edges=[("a", "z")])
+    # whole floats are bytes; a reader named twice reads once; a hold of 0 bytes is none
+    ok = SchedulingProblem(
+        g,
+        lanes,
+        costs,
+        capacities={L2: 9},
+        holds={"a": [(["b", "b"], {L2: 2.0}), (("b",), {L2: 0})]},
+    )
+    assert [(h.node, h.readers, h.row) for h in ok.holds] == [("a", ("b",), ((L2, 2),))]
+    assert type(ok.holds[0].row[0][1]) is int and ok.demands == {"a": {L2: 2}}
 
 
 def test_bad_capacity_data_is_refused():
