@@ -186,6 +186,7 @@ def schedule_critical_path(schedule: Schedule, problem: SchedulingProblem) -> di
     held_back = getattr(schedule, "memory_wait", None) or {}
     lanes = [lane.name for lane in schedule.lanes]
     last = max(slots.values(), key=lambda s: (s.finish, index[s.node])).node
+    comm = problem.comm if problem.has_comm else None
     steps, seen = [], set()
     node: Node | None = last
     while node is not None and node not in seen:
@@ -194,7 +195,7 @@ def schedule_critical_path(schedule: Schedule, problem: SchedulingProblem) -> di
         data_ready, from_pred = 0, None
         for p in problem.preds[node]:
             ps = slots[p]
-            t = ps.finish + problem.comm(p, node, ps.lane, s.lane)
+            t = ps.finish if comm is None else ps.finish + comm(p, node, ps.lane, s.lane)
             if t > data_ready or (t == data_ready and from_pred is None):
                 data_ready, from_pred = t, p
         cause, prev = "start", None
@@ -519,8 +520,9 @@ def memory_metrics(schedule: Schedule, problem: SchedulingProblem) -> dict[str, 
         return {}
     out: dict[str, Any] = {}
     series = occupancies(schedule, problem, problem.capacities)
+    span = schedule.makespan  # a pass over every slot: asked once
     for cap, size in problem.capacities.items():
-        stats = occupancy_stats(series[cap], schedule.makespan)
+        stats = occupancy_stats(series[cap], span)
         out[f"{cap}_bytes"] = size
         out[f"{cap}_peak_bytes"] = stats["peak_bytes"]
         out[f"{cap}_mean_bytes"] = stats["mean_bytes"]
@@ -588,7 +590,8 @@ def schedule_metrics(
         "policy": schedule.policy,
         "profile": schedule.profile,
         "nodes": len(problem),
-        "edges": problem.graph.number_of_edges() + len(problem.order_edges),
+        # the graph's edges counted from the problem's lists (networkx sums every degree)
+        "edges": sum(map(len, problem.graph_succs.values())) + len(problem.order_edges),
         # edges the scheduler added for L2 (KV read-ahead), not data: `check` counts none
         "order_only_edges": len(order_only_edges(problem)),
         "lanes": len(problem.lanes),

@@ -271,6 +271,7 @@ def test_schedule_metrics_on_the_decode_shaped_graph(decode_graph, profile_name)
     m = schedule_metrics(schedule, problem, profile)
     span = schedule.makespan
     assert m["makespan_cycles"] == span
+    assert m["edges"] == decode_graph.number_of_edges() + len(problem.order_edges)
     assert m["estimate"] == f"model estimate, profile {profile_name}"
     assert m["tokens_per_second"] == pytest.approx(profile.core_hz / span)
     assert m["makespan_us"] == pytest.approx(span / profile.core_hz * 1e6)
