@@ -94,19 +94,21 @@ class GraphWriter:
             kernel=kernel,
             params=params if params is not None else {},
         )
-        succ = graph.succ
+        # one edge per writer read (nid is new: no edge into it exists yet), added together
+        edges: dict[str, dict] = {}
         for t, nbytes in zip(inputs, in_bytes, strict=True):
             name = t["name"]
             src = self.writer.get(name)
             if src is None:
                 raise RuntimeError(f"{nid} reads {name} before any node writes it")
-            e = succ[src].get(nid)
-            if e is not None:
-                if name not in e["tensors"]:
-                    e["tensors"].append(name)
-                    e["bytes"] += nbytes
-            else:
-                graph.add_edge(src, nid, tensor=name, tensors=[name], bytes=nbytes)
+            e = edges.get(src)
+            if e is None:
+                edges[src] = {"tensor": name, "tensors": [name], "bytes": nbytes}
+            elif name not in e["tensors"]:
+                e["tensors"].append(name)
+                e["bytes"] += nbytes
+        if edges:
+            graph.add_edges_from([(src, nid, e) for src, e in edges.items()])
         for t in outs:
             if t["name"] in self.writer:
                 raise RuntimeError(f"tensor {t['name']} written twice")
