@@ -248,8 +248,14 @@ class CapacityLedger:
             self._last_lazy += delta
             return
         raw = self._raw[b]
-        raw[i:] = [v + delta for v in raw[i:]]
-        self._max[b] = max(raw)
+        suffix = [v + delta for v in raw[i:]]
+        raw[i:] = suffix
+        top = max(suffix)
+        block_max = self._max
+        if top > block_max[b]:  # the largest value rose into the suffix
+            block_max[b] = top
+        elif top - delta >= block_max[b]:  # the largest value was in the suffix and fell
+            block_max[b] = max(raw)
         if b + 1 < len(shift):
             shift[b + 1] += delta
             self._last_lazy += delta

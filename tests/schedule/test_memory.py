@@ -121,6 +121,8 @@ def test_ledger_free_from_equals_a_scan_of_the_step_function(allocs, nbytes, aft
             return sum(n for s0, e0, n in held if s0 <= t and (e0 is None or t < e0))
 
         assert ledger.values == [used(t) for t in ledger.times]
+        # each block's largest value, which `free_from` skips blocks by, kept exact
+        assert ledger._max == [max(raw) for raw in ledger._raw]
     assert ledger.open_bytes == sum(n for _, e0, n in held if e0 is None)
 
     def used_at(t: int) -> int:
