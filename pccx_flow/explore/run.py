@@ -1,8 +1,10 @@
 """Evaluate a sweep's points: check every profile, reuse the cache, run the rest on Dask.
 
 Before anything is scheduled, every point's profile is built and checked
-(`pccx_flow.hardware.profile.load_profile_with`): one implausible point refuses the sweep in
-one line naming the point, as ``--profile`` refuses a bad file. The points not in the cache
+(`pccx_flow.hardware.profile.load_profile_with`), and its position and tile size against
+the model (`check_position`, `check_tile_rows`: a tile holds whole heads): one implausible
+point refuses the sweep in one line naming the point, as ``--profile`` refuses a bad file,
+instead of each such point failing on its own after the sweep ran. The points not in the cache
 run as Dask tasks on the engine `compare` uses (`pccx_flow.compare.sweep.run_on_dask`: local
 worker processes on 127.0.0.1, or ``--scheduler tcp://...``), or in this process with
 ``workers=0``. Each record is cached as it lands, so a killed sweep resumes where it stopped.
@@ -15,7 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from pccx_flow.errors import ProfileError
+from pccx_flow.errors import InputError, ProfileError
 from pccx_flow.explore.cache import Cache
 from pccx_flow.explore.params import profile_overrides, split_point
 from pccx_flow.explore.point import derive, evaluate, step_key
@@ -34,16 +36,23 @@ def make_tasks(points: list[dict], base_profile: str, preset: str, policies: lis
                memory: bool, replay: str | None = None, seed: int = 0) -> list[dict]:  # fmt: skip
     """One plain-data task per point, its profile checked (module docstring); `seed` goes
     to the policies that take one (``random``, ``NAME+improve:R``) and into the cache key."""
+    from pccx_flow.graph.build import check_tile_rows
     from pccx_flow.hardware.profile import load_profile, load_profile_with
-    from pccx_flow.model.config import get_config
+    from pccx_flow.model.config import check_position, get_config
 
     base = load_profile(base_profile)
-    last = get_config(preset).max_seq - 1
+    config = get_config(preset)
+    last = config.max_seq - 1
     tasks = []
     for i, point in enumerate(points):
         overrides, step, after = split_point(point)
         if "position" not in point:  # the default position, capped as `schedule` caps it
             step["position"] = min(step["position"], last)
+        try:
+            check_position(config, step["position"])
+            check_tile_rows(config, step["tile_rows"])
+        except InputError as exc:
+            raise InputError(f"point {i} ({describe(point)}) refused: {exc}") from None
         overrides = profile_overrides(base, overrides)
         hw = {k: v for k, v in point.items() if k not in step and k not in after}
         name = f"{base.name} with {describe(hw)}" if hw else base.name

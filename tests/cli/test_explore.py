@@ -52,12 +52,20 @@ def test_a_one_parameter_sweep_reproduces_schedule_point_for_point(
 
 def test_a_failing_point_is_recorded_and_the_sweep_goes_on(tmp_path, capsys):
     out = tmp_path / "e.csv"
-    argv = [*BASE, "--set", "position=63,64", "--no-cache", "--csv", str(out)]
+    # in 4 KiB of L2 the policy's order deadlocks on memory: found only by scheduling it
+    argv = [*BASE, "--set", "memory.l2_bytes=1835008,4096", "--no-cache", "--csv", str(out)]
     assert main(argv) == 0
     text = capsys.readouterr().out
-    assert "failed: 1 of 2 points; first: position=64: position 64 out of range" in text
+    assert "failed: 1 of 2 points; first: memory.l2_bytes=4096: policy heft failed: memory " in text
     rows = out.read_text().splitlines()
-    assert len(rows) == 3 and "out of range" in rows[2] and rows[1].split(",")[1] != ""
+    assert len(rows) == 3 and "memory deadlock" in rows[2] and rows[1].split(",")[1] != ""
+
+
+def test_a_position_or_tile_size_the_model_cannot_take_refuses_the_sweep_in_one_line(capsys):
+    err = _one_line_error(capsys, [*BASE, "--set", "position=63,64", "--no-cache"])
+    assert "point 2 (position=64) refused: position 64 out of range" in err
+    err = _one_line_error(capsys, [*BASE, "--set", "tile_rows=4,512", "--no-cache"])
+    assert "point 1 (tile_rows=4) refused: tile_rows 4 out of range: use 8..512 for tiny" in err
 
 
 def _one_line_error(capsys, argv) -> str:
@@ -111,6 +119,6 @@ def test_replay_lowers_plain_steps_and_refuses_a_verify_step_in_one_line(tmp_pat
 
 
 def test_a_sweep_whose_every_point_fails_exits_non_zero(capsys):
-    argv = [*BASE, "--set", "position=99999", "--no-cache"]
+    argv = [*BASE, "--set", "memory.l2_bytes=4096", "--no-cache"]
     assert main(argv) == 1
     assert "every point of the sweep failed" in capsys.readouterr().err

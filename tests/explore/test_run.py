@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pccx_flow.errors import ProfileError
+from pccx_flow.errors import InputError, ProfileError
 from pccx_flow.explore import run as run_mod
 from pccx_flow.explore.cache import Cache
 from pccx_flow.explore.run import make_tasks, run_points
@@ -63,15 +63,30 @@ def test_speculative_tok_s_uses_the_acceptance_model():
 
 
 def test_a_failing_point_carries_one_line_and_the_others_finish():
-    recs = run_points(_tasks([{"position": 64}, {"position": 63}]), Cache(None), workers=0,
-                      progress=False)  # fmt: skip
-    assert "out of range" in recs[0]["error"] and "\n" not in recs[0]["error"]
+    # 4 KiB of L2: the policy's order deadlocks on memory (found only by scheduling it)
+    points = [{"memory.l2_bytes": 4096}, {"position": 63}]
+    recs = run_points(_tasks(points), Cache(None), workers=0, progress=False)
+    assert "memory deadlock" in recs[0]["error"] and "\n" not in recs[0]["error"]
     assert "error" not in recs[1] and recs[1]["tok_s"] > 0
 
 
 def test_an_implausible_point_refuses_the_sweep_before_any_work():
     with pytest.raises(ProfileError, match=r"point 0 \(core_mhz=20000\) refused: .*plausible"):
         _tasks([{"core_mhz": 20000}])
+
+
+@pytest.mark.parametrize(
+    ("point", "message"),
+    [
+        ({"position": 64}, r"point 1 \(position=64\) refused: position 64 out of range: the "
+                           r"tiny KV cache holds positions 0\.\.63"),
+        ({"tile_rows": 4}, r"point 1 \(tile_rows=4\) refused: tile_rows 4 out of range: use "
+                           r"8\.\.512 for tiny"),
+    ],
+)  # fmt: skip
+def test_a_point_the_model_cannot_take_refuses_the_sweep_before_any_work(point, message):
+    with pytest.raises(InputError, match=message):
+        _tasks([{"position": 63}, point])
 
 
 def test_dask_workers_give_the_records_this_process_gives():
