@@ -41,3 +41,20 @@ def test_a_revisions_chains_load_beside_these_and_run_on_todays_problem(monkeypa
     )
     if unchanged.returncode == 0:  # the same file: the same bounds
         assert old == now
+
+
+@pytest.mark.skipif(not _in_git(), reason="needs a git checkout to export a revision")
+def test_a_revisions_package_is_exported_whole_and_a_bad_revision_is_one_line(
+    monkeypatch, tmp_path
+):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    against = importlib.import_module("bench_speed_against")
+    commit = against.export("HEAD", tmp_path)
+    assert len(commit) == 40 and int(commit, 16) >= 0
+    exported = tmp_path / "pccx_flow" / "schedule" / "timeline.py"
+    shown = subprocess.run(["git", "show", f"{commit}:pccx_flow/schedule/timeline.py"],
+                           cwd=ROOT, capture_output=True, check=True).stdout  # fmt: skip
+    assert exported.read_bytes() == shown
+    assert (tmp_path / "pccx_flow" / "hardware" / "profiles" / "v002-spec.toml").exists()
+    with pytest.raises(SystemExit, match="'no-such-rev' is not a commit of this checkout"):
+        against.export("no-such-rev", tmp_path / "x")
