@@ -21,7 +21,9 @@ loaded beside this one: the two run alternately in one process on the same probl
 give the same bounds, and their ratio is taken pair by pair (only for a revision whose
 chains.py runs on today's package; since the capacity pass and the nearest-user chains
 moved to `capacity.py` and `nearest.py`, a revision's chains.py that imports them runs
-today's on both sides). Wall times are this machine's; no NPU time is measured.
+today's on both sides). To compare two code bases whole, stage by stage, process by
+process, use `bench_speed_against.py REV`. Wall times are this machine's; no NPU time is
+measured.
 
     python benchmarks/bench_speed.py                       # position 8191, 5 runs
     python benchmarks/bench_speed.py --position 1023 --runs 7
