@@ -49,13 +49,16 @@ def export(rev: str, into: Path) -> str:
         raise SystemExit(f"{rev!r} is not a commit of this checkout; give one, e.g. HEAD~1")
     commit = found.stdout.strip()
     archive = subprocess.run(["git", "archive", commit, "pccx_flow"], cwd=ROOT,
-                             capture_output=True, check=True).stdout  # fmt: skip
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+                             capture_output=True)  # fmt: skip
+    if archive.returncode != 0:
+        raise SystemExit(f"{rev} has no pccx_flow package to compare against")
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
     return commit
 
 
 def run_in(tree: Path, profile: str, position: int, steps: int) -> dict:
-    """`one_process` in a fresh interpreter whose `pccx_flow` is the one under `tree`."""
+    """`one_process` in a fresh interpreter whose `pccx_flow` is the one under `tree` (the
+    tree alone on PYTHONPATH: a path given before could hold another copy)."""
     env = {**os.environ, "PYTHONPATH": str(tree), "OPENBLAS_NUM_THREADS": "1"}
     argv = [sys.executable, __file__, "--child", "--profile", profile,
             "--position", str(position), "--steps", str(steps)]  # fmt: skip
@@ -63,7 +66,10 @@ def run_in(tree: Path, profile: str, position: int, steps: int) -> dict:
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
         raise SystemExit(f"a step under {tree} failed (exit {done.returncode}): {last}")
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    lines = done.stdout.strip().splitlines()
+    if not lines:
+        raise SystemExit(f"a step under {tree} printed no result")
+    out = json.loads(lines[-1])
     if Path(out["package"]) != (tree / "pccx_flow").resolve():
         raise SystemExit(f"the child ran {out['package']}, not {tree / 'pccx_flow'}")
     return out["seconds"]

@@ -512,7 +512,9 @@ def _check_holds(problem: SchedulingProblem, holds) -> tuple[Hold, ...]:
             continue
         succs = problem.succs[n]
         for readers, row in parts:
-            readers = tuple(readers) if len(readers) < 2 else tuple(dict.fromkeys(readers))
+            readers = tuple(readers)
+            if len(readers) > 1:
+                readers = tuple(dict.fromkeys(readers))
             for r in readers:
                 if r not in succs:
                     raise GraphError(f"node {n!r}: hold reader {r!r} is not a successor of it")

@@ -219,6 +219,10 @@ def test_bad_holds_are_refused():
     )
     assert [(h.node, h.readers, h.row) for h in ok.holds] == [("a", ("b",), ((L2, 2),))]
     assert type(ok.holds[0].row[0][1]) is int and ok.demands == {"a": {L2: 2}}
+    once = SchedulingProblem(
+        g, lanes, costs, capacities={L2: 9}, holds={"a": [(iter("b"), {L2: 1})]}
+    )
+    assert once.holds[0].readers == ("b",)  # readers given as any iterable
 
 
 def test_bad_capacity_data_is_refused():
@@ -463,6 +467,27 @@ def test_decode_holds_free_each_output_after_its_own_readers():
     assert got == {(exp,): {L2: 5 * 4, L2_REACH: 5 * 4}, (exp, combine): {L2: 4, L2_REACH: 4}}
     problem = problem_from_graph(graph, profile, memory=True)
     assert problem.demands[scores] == {L2: 24, L2_REACH: 24}
+
+
+def test_decode_holds_group_readers_by_the_tensors_each_edge_names():
+    """A reader named on an edge twice reads once; an edge without ``tensors`` reads what
+    the reader lists as inputs; an output no one reads is held until its node ends."""
+
+    def t(name: str, n: int) -> dict:
+        return {"name": name, "shape": [n], "dtype": "float32"}
+
+    g = nx.DiGraph()
+    g.add_node("a", op="GEMV", outputs=[t("x", 2), t("y", 3), t("z", 5)])
+    g.add_node("b", op="GEMV", inputs=[t("x", 2)], outputs=[])
+    g.add_node("c", op="CVO", inputs=[t("x", 2), t("y", 3)], outputs=[])
+    g.add_edge("a", "b", tensors=["x", "x"])
+    g.add_edge("a", "c")  # no tensors on the edge: c's inputs say what it reads
+    holds = decode_holds(g, {L2: 1 << 20, L2_REACH: 1 << 10})
+    assert holds["a"] == [
+        (("b", "c"), {L2: 8, L2_REACH: 8}),  # x: c is a CVO, so x sits in its reach too
+        (("c",), {L2: 12, L2_REACH: 12}),
+        ((), {L2: 20}),
+    ]
 
 
 @pytest.mark.parametrize("policy", ["critical-path", "heft", "program-order"])
