@@ -43,10 +43,14 @@ def ascii_int(text: str) -> int:
 
 
 def int_in(lo: int, hi: int) -> Callable[[str], int]:
-    """An argparse type: an ASCII integer in ``[lo, hi]``."""
+    """An argparse type: an ASCII integer in ``[lo, hi]``. Below `lo` with `hi` the typo
+    guard of counts (`count`, `positive`), the message asks for `lo` or more: the guard is
+    no limit a user should read as the option's range."""
 
     def parse(text: str) -> int:
         value = ascii_int(text)
+        if value < lo and hi == _TYPO_GUARD:
+            raise argparse.ArgumentTypeError(f"{value} is out of range; give {lo} or more")
         if not lo <= value <= hi:
             raise argparse.ArgumentTypeError(f"{value} is out of range; give {lo}..{hi}")
         return value
@@ -75,8 +79,9 @@ def float_in(lo: float, hi: float, *, zero: bool = False) -> Callable[[str], flo
 
 
 # Counts, positions and seeds: no real value comes near 2**31 (a larger one is a typo).
-count = int_in(0, 2**31 - 1)
-positive = int_in(1, 2**31 - 1)
+_TYPO_GUARD = 2**31 - 1
+count = int_in(0, _TYPO_GUARD)
+positive = int_in(1, _TYPO_GUARD)
 seed = int_in(0, 2**32 - 1)
 
 # Time limits in seconds: up to a day.

@@ -15,7 +15,9 @@ from pccx_flow.cli.common import (
     add_step_args,
     ascii_int,
     check_distinct_outputs,
+    count,
     float_in,
+    int_in,
     parse_layers,
     step_from_args,
 )
@@ -102,6 +104,15 @@ def test_float_in_gives_finite_numbers_in_range_or_one_line(text):
 def test_float_in_refuses_non_finite_subnormal_and_out_of_range(text):
     with pytest.raises(argparse.ArgumentTypeError):
         float_in(1e-3, 1e3, zero=True)(text)
+
+
+def test_a_count_below_its_least_asks_for_that_or_more_not_the_typo_guard():
+    with pytest.raises(argparse.ArgumentTypeError, match=r"^-1 is out of range; give 0 or more$"):
+        count("-1")
+    with pytest.raises(argparse.ArgumentTypeError, match=r"give 0\.\.2147483647$"):
+        count("9" * 12)  # above the guard: the range is what was broken
+    with pytest.raises(argparse.ArgumentTypeError, match=r"^-1 is out of range; give 0\.\.9$"):
+        int_in(0, 9)("-1")  # a real upper limit is named
 
 
 # Every option of every command that takes a number, with values a user or an attacker types.
