@@ -42,17 +42,16 @@ def ascii_int(text: str) -> int:
     return int(text)
 
 
-def int_in(lo: int, hi: int) -> Callable[[str], int]:
-    """An argparse type: an ASCII integer in ``[lo, hi]``. Below `lo` with `hi` the typo
-    guard of counts (`count`, `positive`), the message asks for `lo` or more: the guard is
-    no limit a user should read as the option's range."""
+def int_in(lo: int, hi: int, *, guard: bool = False) -> Callable[[str], int]:
+    """An argparse type: an ASCII integer in ``[lo, hi]``. With `guard`, `hi` only catches
+    typos (`count`, `positive`): a value below `lo` is asked for as `lo` or more, not as a
+    range a user should read as the option's."""
 
     def parse(text: str) -> int:
         value = ascii_int(text)
-        if value < lo and hi == _TYPO_GUARD:
-            raise argparse.ArgumentTypeError(f"{value} is out of range; give {lo} or more")
         if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"{value} is out of range; give {lo}..{hi}")
+            wanted = f"{lo} or more" if guard and value < lo else f"{lo}..{hi}"
+            raise argparse.ArgumentTypeError(f"{value} is out of range; give {wanted}")
         return value
 
     parse.__name__ = "integer"
@@ -79,9 +78,8 @@ def float_in(lo: float, hi: float, *, zero: bool = False) -> Callable[[str], flo
 
 
 # Counts, positions and seeds: no real value comes near 2**31 (a larger one is a typo).
-_TYPO_GUARD = 2**31 - 1
-count = int_in(0, _TYPO_GUARD)
-positive = int_in(1, _TYPO_GUARD)
+count = int_in(0, 2**31 - 1, guard=True)
+positive = int_in(1, 2**31 - 1, guard=True)
 seed = int_in(0, 2**32 - 1)
 
 # Time limits in seconds: up to a day.
