@@ -192,42 +192,24 @@ class CapacityLedger:
 
     # --- the blocks -----------------------------------------------------------------------
 
-    def _point(self, t: int) -> tuple[int, int]:
-        """(block, index in it) of the breakpoint at t, added if missing with the value the
-        step function has just before t."""
+    def _prepend(self, t: int) -> None:
+        """Make `t`, earlier than every breakpoint, the first one (nothing is held before)."""
         bt = self._bt
-        b = bisect_right(bt, t) - 1
-        if b < 0:
-            if not bt:
-                bt.append(t)
-                self._times.append([t])
-                self._raw.append([0])
-                self._max.append(0)
-                self._shift.append(0)
-                return 0, 0
-            raw0 = -self._shift[0]  # nothing is held before the first breakpoint
-            self._times[0].insert(0, t)
-            self._raw[0].insert(0, raw0)
-            if raw0 > self._max[0]:
-                self._max[0] = raw0
-            bt[0] = t
-            b = i = 0
-        else:
-            times = self._times[b]
-            i = bisect_right(times, t) - 1
-            if times[i] == t:
-                return b, i
-            i += 1
-            raw = self._raw[b]
-            times.insert(i, t)
-            raw.insert(i, raw[i - 1])  # same block, same lazy add: the raw value carries
-        half = len(self._times[b])
-        if half > 2 * self.block:
-            half //= 2
-            self._split(b, half)
-            if i >= half:
-                return b + 1, i - half
-        return b, i
+        if not bt:
+            bt.append(t)
+            self._times.append([t])
+            self._raw.append([0])
+            self._max.append(0)
+            self._shift.append(0)
+            return
+        raw0 = -self._shift[0]
+        self._times[0].insert(0, t)
+        self._raw[0].insert(0, raw0)
+        if raw0 > self._max[0]:
+            self._max[0] = raw0
+        bt[0] = t
+        if len(self._times[0]) > 2 * self.block:
+            self._split(0, len(self._times[0]) // 2)
 
     def _split(self, b: int, half: int) -> None:
         """Cut block b after its first `half` points; both halves keep its lazy add."""
@@ -240,8 +222,25 @@ class CapacityLedger:
         self._bt.insert(b + 1, times[half])
 
     def _add_from(self, t: int, delta: int) -> None:
-        """Add `delta` bytes to the step function from `t` on."""
-        b, i = self._point(t)
+        """Add `delta` bytes to the step function from `t` on; a breakpoint at `t` is
+        added first if missing, with the value the step function has just before t."""
+        b = bisect_right(self._bt, t) - 1
+        if b < 0:
+            self._prepend(t)
+            b = i = 0
+        else:
+            times = self._times[b]
+            i = bisect_right(times, t) - 1
+            if times[i] != t:
+                i += 1
+                raw = self._raw[b]
+                times.insert(i, t)
+                raw.insert(i, raw[i - 1])  # same block, same lazy add: the raw value carries
+                if len(times) > 2 * self.block:
+                    half = len(times) // 2
+                    self._split(b, half)
+                    if i >= half:
+                        b, i = b + 1, i - half
         shift = self._shift
         if i == 0:  # the whole block and every later one
             shift[b] += delta
@@ -311,7 +310,9 @@ class Timeline:
         }
         self._waiting: dict[Node, int] = {n: len(problem.preds[n]) for n in problem.order}
         self._released: dict[Node, tuple[Node, ...]] = {}
-        self._data_ready: dict[Node, int] = {}
+        # the latest finish of each node's placed predecessors, kept as they are placed: a
+        # node's data-ready time when there is no comm (`data_ready`)
+        self._inputs_done: dict[Node, int] = dict.fromkeys(problem.order, 0)
         self._memo: dict | None = None
         self._no_comm = not problem.has_comm
         # cost rows (`SchedulingProblem.cost_key`) whose lanes all cost the same (`best_lane`)
@@ -439,28 +440,21 @@ class Timeline:
 
     def data_ready(self, node: Node, lane: str) -> int:
         """Earliest time every input of `node` is available on `lane`."""
+        if self._waiting[node]:
+            slots = self.slots
+            p = next(p for p in self.problem.preds[node] if p not in slots)
+            raise ScheduleError(
+                f"node {node!r} asked for a start before its predecessor {p!r} was placed"
+            )
         if self._no_comm:
-            cached = self._data_ready.get(node)
-            if cached is not None:
-                return cached
+            return self._inputs_done[node]
         problem = self.problem
         t = 0
-        slots = self.slots
         for p in problem.preds[node]:
-            slot = slots.get(p)
-            if slot is None:
-                raise ScheduleError(
-                    f"node {node!r} asked for a start before its predecessor {p!r} was placed"
-                )
-            f = (
-                slot.finish
-                if self._no_comm
-                else slot.finish + problem.comm(p, node, slot.lane, lane)
-            )
+            slot = self.slots[p]
+            f = slot.finish + problem.comm(p, node, slot.lane, lane)
             if f > t:
                 t = f
-        if self._no_comm:
-            self._data_ready[node] = t
         return t
 
     def _fit(self, node: Node, lane: str, t: int, d: int, insertion: bool) -> int:
@@ -527,6 +521,7 @@ class Timeline:
         t = self.data_ready(node, "")
         if not_before > t:
             t = not_before
+        ready = t
         if node in self._demand_key:
             t = self.memory_floor(node, t)
         memo = self._memo
@@ -536,11 +531,12 @@ class Timeline:
             if hit is not None:
                 return hit
         best_lane, best_start, best_key = "", 0, None
-        fit = self._fit
+        fit, lanes = self._fit, self._lanes
+        pooled = bool(problem.resources[node])  # else the lane alone decides (`_fit`)
         # A lane that can start the node at `t` (no lane can start it sooner) wins unless a
         # later lane is cheaper: by start always, by finish when every lane costs the same.
         for lane, d in problem.costs[node].items():
-            s = fit(node, lane, t, d, insertion)
+            s = fit(node, lane, t, d, insertion) if pooled else lanes[lane].fit(t, d, insertion)
             key = s + d if by == "finish" else s
             if best_key is None or key < best_key:
                 best_lane, best_start, best_key = lane, s, key
@@ -548,7 +544,8 @@ class Timeline:
                     break
         if memo is not None:
             memo[memo_key] = (best_lane, best_start)
-        self._hint = (node, best_lane, insertion, not_before, best_start, len(self.slots))
+        self._hint = (node, best_lane, insertion, not_before, best_start, len(self.slots),
+                      ready, t)  # fmt: skip
         return best_lane, best_start
 
     def memory_floor(self, node: Node, after: int = 0) -> int:
@@ -637,9 +634,12 @@ class Timeline:
             and hint[:4] == (node, lane, insertion, not_before)
             and hint[5] == len(self.slots)
         ):
-            start = hint[4]  # best_lane just computed it and nothing was placed since
+            # best_lane just computed it, and when the inputs were ready and the floor
+            # above that, and nothing was placed since
+            start, ready, floor = hint[4], hint[6], hint[7]
         else:
             start = self.earliest_start(node, lane, insertion, not_before)
+            ready = floor = None
         if self._memo:
             self._memo.clear()
         d = self.problem.costs[node][lane]
@@ -656,17 +656,22 @@ class Timeline:
                 raise ScheduleError(f"no free {pool!r} instance for {node!r} at {start}")
         slot = Slot(node, lane, start, finish, tuple(held))
         if self._ledgers and node in self._demand_key:  # before it is filed: the floor
-            ready = max(self.data_ready(node, lane), not_before)  # asked for its start
-            waited = self.memory_floor(node, ready) - ready
-            if waited > 0:
-                self.memory_wait[node] = waited
+            if ready is None:  # asked for its start
+                ready = max(self.data_ready(node, lane), not_before)
+                floor = self.memory_floor(node, ready)
+            if floor > ready:
+                self.memory_wait[node] = floor - ready
         self.slots[node] = slot
         if self._ledgers:
             self._allocate(node, slot)
         released = []
+        waiting, inputs_done = self._waiting, self._inputs_done
         for s in self.problem.succs[node]:
-            self._waiting[s] -= 1
-            if self._waiting[s] == 0:
+            if finish > inputs_done[s]:
+                inputs_done[s] = finish
+            left = waiting[s] - 1
+            waiting[s] = left
+            if not left:
                 released.append(s)
         if self.problem.admit:
             if node in self._promised_nodes:  # its bytes are held now, not promised
@@ -677,7 +682,8 @@ class Timeline:
                 self._withheld.discard(node)
                 self._ready_left += 1
             self._ready_left -= 1
-            released = self._release(released)
+            if released or self._withheld:
+                released = self._release(released)
             self._ready_left += len(released)
         self._released[node] = tuple(released)
         if self.on_place is not None:

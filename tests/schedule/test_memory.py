@@ -146,6 +146,18 @@ def test_the_timeline_delays_a_node_until_its_bytes_fit():
     assert l2_occupancy(schedule, t.problem) == [(0, 60), (40, 0)]
 
 
+def test_a_placement_after_best_lane_records_the_same_wait_as_one_without():
+    """`place` takes the start, data-ready time and floor `best_lane` just found; a
+    placement asked alone finds them itself: both record b's 20 cycles of waiting."""
+    t = place_all(two_pairs(100), PAIRS_ORDER[:2])
+    assert t.best_lane("b") == ("x0", 20)  # x0 is free from 20 too: the first lane wins
+    t.place("b", "x0")
+    assert t.slots["b"].start == 20 and t.memory_wait == {"b": 20}
+    t.best_lane("d")  # asked of another node: b's answer is not taken for d
+    t.place("d", "x1")
+    assert t.slots["d"].start == 30 and t.memory_wait == {"b": 20}
+
+
 def test_with_room_for_both_the_same_order_overlaps():
     t = place_all(two_pairs(120), PAIRS_ORDER)
     assert t.slots["b"].start == 0 and not t.memory_wait

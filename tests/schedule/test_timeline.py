@@ -110,6 +110,8 @@ def test_misuse_is_a_schedule_error():
         tl.place("zz", "g0")
     with pytest.raises(ScheduleError, match="cannot run"):
         tl.earliest_start("b", "nope")
+    with pytest.raises(ScheduleError, match="start before its predecessor 'a' was placed"):
+        Timeline(chain_problem()).earliest_start("b", "g0")
 
 
 def test_comm_delays_only_cross_lane_successors():
