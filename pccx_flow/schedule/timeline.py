@@ -247,9 +247,12 @@ class CapacityLedger:
             self._last_lazy += delta
             return
         raw = self._raw[b]
-        suffix = [v + delta for v in raw[i:]]
-        raw[i:] = suffix
-        top = max(suffix)
+        if i == len(raw) - 1:  # the block's last point: most changes come at the end
+            top = raw[i] = raw[i] + delta
+        else:
+            suffix = [v + delta for v in raw[i:]]
+            raw[i:] = suffix
+            top = max(suffix)
         block_max = self._max
         if top > block_max[b]:  # the largest value rose into the suffix
             block_max[b] = top
