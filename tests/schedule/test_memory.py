@@ -153,8 +153,8 @@ def test_a_placement_after_best_lane_records_the_same_wait_as_one_without():
     assert t.best_lane("b") == ("x0", 20)  # x0 is free from 20 too: the first lane wins
     t.place("b", "x0")
     assert t.slots["b"].start == 20 and t.memory_wait == {"b": 20}
-    t.best_lane("d")  # asked of another node: b's answer is not taken for d
-    t.place("d", "x1")
+    assert t.best_lane("d") == ("x0", 30)
+    t.place("d", "x1")  # not the lane best_lane named: d's start is found again there
     assert t.slots["d"].start == 30 and t.memory_wait == {"b": 20}
 
 
