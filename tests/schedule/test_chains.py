@@ -141,7 +141,8 @@ def test_a_lane_class_is_a_resource_when_its_work_is_as_large_as_the_pools():
     users = {n: ("port",) for n in ("p1", "p2", "p3", "p4", "n")}
     problem = SchedulingProblem(g, lanes, costs, resources=users, pools={"port": 2})
     assert [(name, k, len(u)) for name, k, u in chain_resources(problem)] == [
-        ("port", 2, 5), ("gemv_lanes", 2, 7)
+        ("port", 2, 5),
+        ("gemv_lanes", 2, 7),
     ]
     bounds = pool_chain_bounds(problem)
     assert bounds == {"pool_chain:port": 30, "pool_chain:gemv_lanes": 40}
@@ -281,3 +282,37 @@ def test_the_early_reads_are_a_0_1_knapsack_of_whole_tiles():
     # an item of no bytes always fits: the relaxation counts it before any cut
     free = [(0, 1)] + [(1, 3 + i) for i in range(KNAPSACK_COMBINATIONS.bit_length() + 3)]
     assert most_work_within(free, 5) >= 1 + sum(sorted((w for b, w in free if b), reverse=True)[:5])
+
+
+def test_forced_starts_take_the_gap_after_a_layers_reads_from_one_read_per_kind(monkeypatch):
+    """The gap from a KV read to a node below depends only on the users below the read and
+    its chains to them, so `ForcedStarts` measures one read per such pair: E4B's first
+    layer at 2047 tokens has 16 reads of 4 kinds, and its capacity chain is the same as
+    with every read measured, while a single read of the wrong kind gives a larger one
+    (the least gap over the reads is what the bound may add)."""
+    from pccx_flow.graph.build import build_decode_graph
+    from pccx_flow.hardware.profile import load_profile
+    from pccx_flow.schedule import capacity
+    from pccx_flow.schedule.chains import chain_bounds
+    from pccx_flow.schedule.problem import problem_from_graph
+
+    profile = load_profile("v002-spec")
+    graph = build_decode_graph("e4b", position=2047, profile=profile, layers=(0, 1))
+    problem = problem_from_graph(graph, profile, memory=True)
+    made = []
+    init = capacity.ForcedStarts.__init__
+
+    def bound(pick) -> int:
+        def replaced(self, *args, **kwargs):
+            init(self, *args, **kwargs)
+            pairs = list(zip(self.groups, self.gap_sources, strict=True))
+            made.append([(len(g.sources), len(kinds)) for g, kinds in pairs])
+            self.gap_sources = [pick(g, kinds) for g, kinds in pairs]
+
+        monkeypatch.setattr(capacity.ForcedStarts, "__init__", replaced)
+        return chain_bounds(problem, capacity=True)["capacity_chain:weight_port"]
+
+    one_per_kind = bound(lambda g, kinds: kinds)
+    assert made[0] == [(16, 4)]
+    assert one_per_kind == bound(lambda g, kinds: sorted(g.sources))
+    assert max(bound(lambda g, kinds, k=k: [kinds[k]]) for k in range(4)) > one_per_kind
