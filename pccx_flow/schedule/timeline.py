@@ -313,8 +313,8 @@ class Timeline:
         }
         self._waiting: dict[Node, int] = {n: len(problem.preds[n]) for n in problem.order}
         self._released: dict[Node, tuple[Node, ...]] = {}
-        # the latest finish of each node's placed predecessors, kept as they are placed: a
-        # node's data-ready time when there is no comm (`data_ready`)
+        # the latest finish of each node's placed predecessors, raised as they are placed:
+        # once all of them are (`data_ready` checks), the node's data-ready time without comm
         self._inputs_done: dict[Node, int] = dict.fromkeys(problem.order, 0)
         self._memo: dict | None = None
         self._no_comm = not problem.has_comm
@@ -637,8 +637,9 @@ class Timeline:
             and hint[:4] == (node, lane, insertion, not_before)
             and hint[5] == len(self.slots)
         ):
-            # best_lane just computed it, and when the inputs were ready and the floor
-            # above that, and nothing was placed since
+            # best_lane just found the start on this lane, the data-ready time and the
+            # memory floor, and nothing was placed since; it hints only without comm, where
+            # neither of the last two depends on the lane
             start, ready, floor = hint[4], hint[6], hint[7]
         else:
             start = self.earliest_start(node, lane, insertion, not_before)

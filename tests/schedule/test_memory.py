@@ -147,15 +147,24 @@ def test_the_timeline_delays_a_node_until_its_bytes_fit():
 
 
 def test_a_placement_after_best_lane_records_the_same_wait_as_one_without():
-    """`place` takes the start, data-ready time and floor `best_lane` just found; a
-    placement asked alone finds them itself: both record b's 20 cycles of waiting."""
-    t = place_all(two_pairs(100), PAIRS_ORDER[:2])
-    assert t.best_lane("b") == ("x0", 20)  # x0 is free from 20 too: the first lane wins
-    t.place("b", "x0")
-    assert t.slots["b"].start == 20 and t.memory_wait == {"b": 20}
-    assert t.best_lane("d") == ("x0", 30)
-    t.place("d", "x1")  # not the lane best_lane named: d's start is found again there
-    assert t.slots["d"].start == 30 and t.memory_wait == {"b": 20}
+    """`place` takes the start, data-ready time and floor `best_lane` just found for that
+    lane; on another lane, or asked alone, it finds them itself: b waits 20 cycles for
+    a's bytes either way, and on x1, busy with e until 25, it starts at 25."""
+    g = nx.DiGraph([("a", "c"), ("b", "d")])
+    g.add_node("e")
+    lanes = [Lane("x0", "cpu"), Lane("x1", "cpu")]
+    costs = {n: {"x0": 10, "x1": 10} for n in "abcd"}
+    costs["e"] = {"x1": 25}
+    problem = SchedulingProblem(
+        g, lanes, costs, capacities={L2: 100}, demands={"a": {L2: 60}, "b": {L2: 60}}
+    )
+    for lane, start in (("x0", 20), ("x1", 25)):
+        t = place_all(problem, (("a", "x0"), ("e", "x1"), ("c", "x0")))
+        assert t.best_lane("b") == ("x0", 20)  # a's 60 bytes stay until c ends at 20
+        t.place("b", lane)
+        assert t.slots["b"].start == start and t.memory_wait == {"b": 20}
+    alone = place_all(problem, (("a", "x0"), ("e", "x1"), ("c", "x0"), ("b", "x1")))
+    assert alone.slots["b"].start == 25 and alone.memory_wait == {"b": 20}
 
 
 def test_with_room_for_both_the_same_order_overlaps():
