@@ -2,15 +2,18 @@
 
 `bench_gap.py` times each stage once per point, beside everything else it runs; on a noisy
 machine one run says little. This builds the E4B step at one position per profile and
-times, `--runs` times each, in one process: building the graph, the problem within L2, the
-bounds `schedule` prints (`step_bounds`), `heft` with its validation (and that validation
-timed again alone, *validate*: `heft` less it is the policy alone), `critical-path` (the
-default policy) with its validation, the schedule's other
-metrics (`schedule_metrics` given the bounds), and the three as `schedule` runs them, the
-bounds in a forked child beside the policy and the metrics (`bounds_beside`, stage
-`beside`), the cyclic collector paused during each run as `schedule` runs the step (what a
-run made is collected before the next). *in turn* adds graph, problem, bounds, heft and
-metrics; *as schedule* adds graph, problem and beside. The profiles' runs alternate, so the
+times, `--runs` times each: the step as `schedule` runs it (*as schedule*: the graph,
+then the problem, the policy and the metrics with the bounds in a child forked before the
+problem is built, which builds it too, `problem_and_bounds_beside`; with a package from
+before it, `bench_speed_against.py`, the problem is built, then the child forked:
+`bounds_beside`) in a fresh interpreter, as `schedule` runs in a new process; then, in
+this one, each stage on its own: building the graph, the problem within L2, the bounds
+`schedule` prints (`step_bounds`), `heft` with its validation (and that validation timed
+again alone, *validate*: `heft` less it is the policy alone), `critical-path` (the
+default policy) with its validation, and the schedule's other metrics
+(`schedule_metrics` given the bounds). The cyclic collector is paused during each part
+as `schedule` pauses it, and what a run made is collected before the next. *in turn*
+adds graph, problem, bounds, heft and metrics. The profiles' runs alternate, so the
 `heft` ratio is taken pair by pair while the machine's speed drifts (target: `heft` on
 `v002-as-built` within 1.5x of its `v002-spec` time).
 
@@ -43,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -58,9 +62,15 @@ from pccx_flow.schedule.problem import problem_from_graph  # noqa: E402
 from pccx_flow.schedule.registry import make_policy, run_on_problem  # noqa: E402
 from pccx_flow.schedule.validate import validate_schedule  # noqa: E402
 
+try:  # not in a package from before it (`bench_speed_against.py` runs those too)
+    from pccx_flow.schedule.bounds_beside import problem_and_bounds_beside
+except ImportError:
+    problem_and_bounds_beside = None
+
 HERE = Path(__file__).resolve().parent
 PROFILES = ("v002-spec", "v002-as-built")
-STAGES = ("graph", "problem", "bounds", "heft", "validate", "critical-path", "metrics", "beside")
+STAGES = ("graph", "problem", "bounds", "heft", "validate", "critical-path", "metrics",
+          "as schedule")  # fmt: skip
 HEADS = {"critical-path": "crit-path"}  # the table's column names where a stage's is long
 
 
@@ -77,7 +87,8 @@ def _spread(values: list[float]) -> tuple[float, float, float]:
 
 def one_run(profile_name: str, position: int) -> dict[str, float]:
     """Seconds of each stage for one build of the step (`STAGES`), the cyclic collector
-    paused as in `schedule`, and everything it made collected before the next run."""
+    paused as in `schedule`, and everything each part made collected before the next."""
+    as_s = as_schedule_fresh(profile_name, position)
     profile = load_profile(profile_name)
     with collector_paused(collect_after=True):
         graph, g_s = _timed(build_decode_graph, "e4b", position=position, profile=profile)
@@ -90,19 +101,52 @@ def one_run(profile_name: str, position: int) -> dict[str, float]:
         _, c_s = _timed(run_on_problem, make_policy("critical-path"), problem,
                         label="critical-path", profile=profile.name)  # fmt: skip
         _, m_s = _timed(schedule_metrics, schedule, problem, profile, bounds=bounds)
-        _, both_s = _timed(_beside, problem, profile)
     del graph, problem, schedule
     gc.collect()
-    return dict(zip(STAGES, (g_s, p_s, b_s, h_s, v_s, c_s, m_s, both_s), strict=True))
+    return dict(zip(STAGES, (g_s, p_s, b_s, h_s, v_s, c_s, m_s, as_s), strict=True))
 
 
-def _beside(problem, profile) -> None:
-    """`heft` and its metrics with the bounds computed beside them, as `schedule` runs
-    them (the metrics ask for the bounds last)."""
-    with bounds_beside(problem, profile) as bounds:
+def as_schedule_fresh(profile_name: str, position: int) -> float:
+    """Seconds of the step as `schedule` runs it (`_as_schedule`), in a fresh interpreter
+    with this one's environment (its PYTHONPATH names the package). In a process that
+    built and freed a step before, the new problem's objects land in pages that were
+    there before the bounds' child was forked, and the first write to such a page copies
+    it; a new process's problem gets pages of its own (`problem_and_bounds_beside`: 0.96x
+    of the step in fresh processes, 1.00x in used ones, against building it first)."""
+    argv = [sys.executable, str(Path(__file__).resolve()), "--as-schedule", profile_name,
+            "--position", str(position)]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise SystemExit(f"the step as schedule runs it failed (exit {done.returncode}): {last}")
+    return float(lines[-1])
+
+
+def _as_schedule(profile, position: int) -> None:
+    """The graph, then the problem, `heft` and its metrics with the bounds computed beside
+    them, as `schedule` runs the step (the metrics ask for the bounds last)."""
+    graph = build_decode_graph("e4b", position=position, profile=profile)
+
+    def build():
+        return problem_from_graph(graph, profile, memory=True)
+
+    with problem_then_bounds(build, profile, nodes=len(graph)) as (problem, bounds):
         schedule = run_on_problem(make_policy("heft"), problem, label="heft",
                                   profile=profile.name)  # fmt: skip
         schedule_metrics(schedule, problem, profile, bounds=bounds)
+
+
+@contextmanager
+def _built_then_beside(build, profile, *, nodes: int):
+    """What a package from before `problem_and_bounds_beside` ran: the problem built, then
+    the bounds' child forked (`bounds_beside`)."""
+    problem = build()
+    with bounds_beside(problem, profile) as bounds:
+        yield problem, bounds
+
+
+problem_then_bounds = problem_and_bounds_beside or _built_then_beside
 
 
 def measure(position: int, runs: int) -> dict:
@@ -186,13 +230,13 @@ def format_against(r: dict) -> str:
 
 def format_result(r: dict) -> str:
     lines = [f"E4B step at position {r['position']}: median of {r['runs']} runs (wall s)"]
-    head = "".join(f"{HEADS.get(s, s):>10}" for s in STAGES)
+    alone = STAGES[:-1]  # each stage on its own; the last is the step as schedule runs it
+    head = "".join(f"{HEADS.get(s, s):>10}" for s in alone)
     lines.append(f"  {'profile':<14}{head}{'in turn':>10}{'as schedule':>13}")
     for p, by in r["median"].items():
         in_turn = by["graph"] + by["problem"] + by["bounds"] + by["heft"] + by["metrics"]
-        as_schedule = by["graph"] + by["problem"] + by["beside"]
-        row = "".join(f"{by[s]:10.3f}" for s in STAGES)
-        lines.append(f"  {p:<14}{row}{in_turn:10.3f}{as_schedule:13.3f}")
+        row = "".join(f"{by[s]:10.3f}" for s in alone)
+        lines.append(f"  {p:<14}{row}{in_turn:10.3f}{by['as schedule']:13.3f}")
     h = r["heft_as_built_over_spec"]
     lines.append(
         f"  heft v002-as-built / v002-spec, pair by pair: {h['median']:.2f}x "
@@ -210,7 +254,14 @@ def main(argv: list[str] | None = None) -> int:
         "--chains-against", metavar="REV",
         help="compare chain_bounds with git revision REV's, alternated in one process",
     )  # fmt: skip
+    parser.add_argument("--as-schedule", metavar="PROFILE", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.as_schedule:  # as_schedule_fresh's child: one step, its seconds on stdout
+        profile = load_profile(args.as_schedule)
+        with collector_paused():
+            _, seconds = _timed(_as_schedule, profile, args.position)
+        print(seconds)
+        return 0
     if args.chains_against:
         against = chains_against(args.chains_against, args.position, max(1, args.runs))
         out = args.out.with_name("speed_chains.json") if args.out.name == "speed.json" else args.out

@@ -2,8 +2,8 @@
 
 `bench_speed.py` times each stage in one process, and this machine's speed drifts between
 processes by more than most changes to one stage. To compare two code bases whole, this
-runs `bench_speed.one_run` (graph, problem, bounds, `heft`, validation, `critical-path`,
-metrics, and the three as `schedule` runs them) in fresh processes that alternate between
+runs `bench_speed.one_run` (the step as `schedule` runs it, then graph, problem, bounds,
+`heft`, validation, `critical-path` and metrics) in fresh processes that alternate between
 this checkout and revision REV (exported with ``git archive``, put first on PYTHONPATH),
 the order flipped every pair so a drift reaches both alike, and takes the ratio of each
 stage pair by pair. Each process times `--steps` steps and reports their medians; the
@@ -37,7 +37,6 @@ def one_process(profile: str, position: int, steps: int) -> dict:
 
     runs = [one_run(profile, position) for _ in range(steps)]
     medians = {s: statistics.median(r[s] for r in runs) for s in STAGES}
-    medians["as schedule"] = medians["graph"] + medians["problem"] + medians["beside"]
     return {"package": str(Path(pccx_flow.__file__).resolve().parent), "seconds": medians}
 
 

@@ -60,3 +60,12 @@ def test_a_revisions_package_is_exported_whole_and_a_bad_revision_is_one_line(
     assert (tmp_path / "pccx_flow" / "hardware" / "profiles" / "v002-spec.toml").exists()
     with pytest.raises(SystemExit, match="'no-such-rev' is not a commit of this checkout"):
         against.export("no-such-rev", tmp_path / "x")
+
+
+def test_the_step_as_schedule_runs_it_is_timed_in_a_fresh_interpreter(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    bench = importlib.import_module("bench_speed")
+    seconds = bench.as_schedule_fresh("v002-spec", 0)
+    assert 0 < seconds < 60
+    with pytest.raises(SystemExit, match="unknown hardware profile 'no-such'"):
+        bench.as_schedule_fresh("no-such", 0)

@@ -107,6 +107,101 @@ def test_no_fork_for_one_core_or_a_small_problem(tiny_step, monkeypatch, cores, 
     assert len(calls) == 1
 
 
+def _counted_build(graph, profile, built: list[int], marks=None):
+    """A problem builder that records the process of every build in `built` (a forked
+    child has its own copy of the list) and, when `marks` is a directory, a file there
+    for a build in another process."""
+    parent = os.getpid()
+
+    def build():
+        built.append(os.getpid())
+        if marks is not None and os.getpid() != parent:
+            (marks / f"built-in-{os.getpid()}").touch()
+        return problem_from_graph(graph, profile, memory=True)
+
+    return build
+
+
+@pytest.fixture(scope="module")
+def tiny_graph():
+    profile = load_profile("v002-spec")
+    return build_decode_graph(get_config("tiny"), position=5, profile=profile), profile
+
+
+def test_the_child_builds_its_own_problem_and_sends_its_bounds(
+    tiny_graph, two_cores, monkeypatch, tmp_path
+):
+    graph, profile = tiny_graph
+    expected = step_bounds(problem_from_graph(graph, profile, memory=True), profile)
+    calls, built = _in_parent(monkeypatch), []
+    build = _counted_build(graph, profile, built, marks=tmp_path)
+    with beside.problem_and_bounds_beside(build, profile, nodes=len(graph), min_nodes=0) as (
+        problem,
+        bounds,
+    ):
+        assert len(problem) == len(graph)
+        assert bounds() == expected
+    assert calls == [] and built == [os.getpid()]  # one build here; the bounds came over
+    assert len(list(tmp_path.glob("built-in-*"))) == 1  # and one in the child
+
+
+@pytest.mark.parametrize(
+    "child_does",
+    [lambda: os._exit(3), lambda: (_ for _ in ()).throw(ValueError("broken"))],
+    ids=["child exits", "child raises"],
+)
+def test_a_failed_child_leaves_the_bounds_of_the_parents_own_problem(
+    tiny_graph, two_cores, monkeypatch, child_does
+):
+    graph, profile = tiny_graph
+    expected = step_bounds(problem_from_graph(graph, profile, memory=True), profile)
+    calls, built = _in_parent(monkeypatch, child_does), []
+    build = _counted_build(graph, profile, built)
+    with beside.problem_and_bounds_beside(build, profile, nodes=len(graph), min_nodes=0) as (
+        _,
+        bounds,
+    ):
+        assert bounds() == expected
+    assert len(calls) == 1 and built == [os.getpid()]  # computed here, not built again
+
+
+def test_a_failed_build_stops_the_child_and_is_raised(tiny_graph, two_cores, monkeypatch):
+    graph, profile = tiny_graph
+    started, real_start = [], beside.start_child
+
+    def start(job):
+        reader, child = real_start(lambda progress: time.sleep(60))
+        started.append(child)
+        return reader, child
+
+    def build():
+        raise ValueError("no such lane")
+
+    monkeypatch.setattr(beside, "start_child", start)
+    with (
+        pytest.raises(ValueError, match="no such lane"),
+        beside.problem_and_bounds_beside(build, profile, nodes=len(graph), min_nodes=0),
+    ):
+        raise AssertionError("the body ran without a problem")
+    (child,) = started
+    assert not child.is_alive() and child.exitcode is not None
+
+
+def test_no_fork_before_a_small_build(tiny_graph, monkeypatch):
+    graph, profile = tiny_graph
+    monkeypatch.setattr(beside, "usable_cores", lambda: 2)
+
+    def must_not_start(job):
+        raise AssertionError("forked")
+
+    monkeypatch.setattr(beside, "start_child", must_not_start)
+    built = []
+    build = _counted_build(graph, profile, built)
+    with beside.problem_and_bounds_beside(build, profile, nodes=len(graph)) as (problem, bounds):
+        assert bounds() == step_bounds(problem, profile)
+    assert built == [os.getpid()]
+
+
 def test_metrics_take_the_bounds_given_instead_of_computing_them(tiny_step, monkeypatch):
     problem, profile = tiny_step
     schedule = run_policy(problem, profile, "critical-path")
