@@ -25,6 +25,14 @@ def tiny_step():
     return problem_from_graph(graph, profile, memory=True), profile
 
 
+# what a child may do instead of sending the bounds
+CHILD_FAILURES = pytest.mark.parametrize(
+    "child_does",
+    [lambda: os._exit(3), lambda: (_ for _ in ()).throw(ValueError("broken"))],
+    ids=["child exits", "child raises"],
+)
+
+
 @pytest.fixture
 def two_cores(monkeypatch):
     """The fork is taken on any test machine, one core or many."""
@@ -59,11 +67,7 @@ def test_the_child_sends_exactly_the_bounds_computed_in_process(tiny_step, two_c
     assert got == expected
 
 
-@pytest.mark.parametrize(
-    "child_does",
-    [lambda: os._exit(3), lambda: (_ for _ in ()).throw(ValueError("broken"))],
-    ids=["child exits", "child raises"],
-)
+@CHILD_FAILURES
 def test_a_child_that_fails_leaves_the_bounds_to_the_parent(
     tiny_step, two_cores, monkeypatch, child_does
 ):
@@ -145,11 +149,7 @@ def test_the_child_builds_its_own_problem_and_sends_its_bounds(
     assert len(list(tmp_path.glob("built-in-*"))) == 1  # and one in the child
 
 
-@pytest.mark.parametrize(
-    "child_does",
-    [lambda: os._exit(3), lambda: (_ for _ in ()).throw(ValueError("broken"))],
-    ids=["child exits", "child raises"],
-)
+@CHILD_FAILURES
 def test_a_failed_child_leaves_the_bounds_of_the_parents_own_problem(
     tiny_graph, two_cores, monkeypatch, child_does
 ):
