@@ -2,7 +2,7 @@
 
 `schedule` prints every lower bound of the step beside the schedule (`step_bounds`), and
 on a long-context step the bounds cost about as much wall time as the policy: at position
-8191 of E4B (31,415 nodes) about 1 s each on this machine. Neither needs the other, so on
+8191 of E4B (32,575 nodes) about 1 s each on this machine. Neither needs the other, so on
 a machine with a second core a forked child computes the bounds while the parent
 schedules. The child sends back the bounds as JSON, a few dozen names and integers;
 nothing it sends is unpickled (`pccx_flow.schedule.sandbox`, which runs plugins the same

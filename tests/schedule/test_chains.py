@@ -141,8 +141,7 @@ def test_a_lane_class_is_a_resource_when_its_work_is_as_large_as_the_pools():
     users = {n: ("port",) for n in ("p1", "p2", "p3", "p4", "n")}
     problem = SchedulingProblem(g, lanes, costs, resources=users, pools={"port": 2})
     assert [(name, k, len(u)) for name, k, u in chain_resources(problem)] == [
-        ("port", 2, 5),
-        ("gemv_lanes", 2, 7),
+        ("port", 2, 5), ("gemv_lanes", 2, 7)
     ]
     bounds = pool_chain_bounds(problem)
     assert bounds == {"pool_chain:port": 30, "pool_chain:gemv_lanes": 40}
