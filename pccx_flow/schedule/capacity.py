@@ -310,13 +310,15 @@ class ForcedStarts:
         self.pool = pool
         # the least cost of a reader of any source of each group (class docstring)
         self.reader_floor = [
-            min((pool.cost[r] for n in g.sources for r in self.succs[n]), default=0) for g in groups
+            min((pool.cost[r] for n in g.sources for r in self.succs[n]), default=0)
+            for g in groups
         ]
         # per group, one source for each distinct (users below it, chains down to them):
         # the gap from a source to a node depends on nothing else (`PoolView.gap`), and a
         # decode step's KV reads of a layer share four such pairs among 64 at 8191
         self.gap_sources: list[list[Node]] = [
-            list({(pool.desc[s], pool.from_user[s]): s for s in g.sources}.values()) for g in groups
+            list({(pool.desc[s], pool.from_user[s]): s for s in g.sources}.values())
+            for g in groups
         ]
         self._latest: dict[tuple, list[Node]] = {}  # `_latest_users` per reader set
         self._latest_of_mask: dict[int, list[Node]] = {}  # ... per users above them
