@@ -51,6 +51,8 @@ from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+from measure import last_line_of  # noqa: E402
+
 from pccx_flow import atomic  # noqa: E402
 from pccx_flow.collector import collector_paused  # noqa: E402
 from pccx_flow.graph.build import build_decode_graph  # noqa: E402
@@ -115,12 +117,7 @@ def as_schedule_fresh(profile_name: str, position: int) -> float:
     of the step in fresh processes, 1.00x in used ones, against building it first)."""
     argv = [sys.executable, str(Path(__file__).resolve()), "--as-schedule", profile_name,
             "--position", str(position)]  # fmt: skip
-    done = subprocess.run(argv, capture_output=True, text=True)
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        raise SystemExit(f"the step as schedule runs it failed (exit {done.returncode}): {last}")
-    return float(lines[-1])
+    return float(last_line_of(argv, "the step as schedule runs it"))
 
 
 def _as_schedule(profile, position: int) -> None:

@@ -25,6 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from measure import last_line_of
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
@@ -61,14 +63,7 @@ def run_in(tree: Path, profile: str, position: int, steps: int) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree), "OPENBLAS_NUM_THREADS": "1"}
     argv = [sys.executable, __file__, "--child", "--profile", profile,
             "--position", str(position), "--steps", str(steps)]  # fmt: skip
-    done = subprocess.run(argv, env=env, cwd=HERE, capture_output=True, text=True)
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        raise SystemExit(f"a step under {tree} failed (exit {done.returncode}): {last}")
-    lines = done.stdout.strip().splitlines()
-    if not lines:
-        raise SystemExit(f"a step under {tree} printed no result")
-    out = json.loads(lines[-1])
+    out = json.loads(last_line_of(argv, f"a step under {tree}", env))
     if Path(out["package"]) != (tree / "pccx_flow").resolve():
         raise SystemExit(f"the child ran {out['package']}, not {tree / 'pccx_flow'}")
     return out["seconds"]

@@ -1,4 +1,5 @@
-"""Helpers the benchmark scripts share: process memory readings and writing a result file.
+"""Helpers the benchmark scripts share: process memory readings, writing a result file and
+reading what a fresh interpreter printed.
 
 Not a benchmark itself (`run_all.py` runs only ``bench_*.py``); the scripts import it from
 their own folder, which Python puts first on the path when it runs a script.
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 import json
 import resource
+import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -33,3 +36,14 @@ def write_result(name: str, data: dict) -> Path:
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(data, indent=2) + "\n")
     return out
+
+
+def last_line_of(argv: list[str], what: str, env: Mapping[str, str] | None = None) -> str:
+    """The last line `argv` (a fresh interpreter, run from this folder) prints on stdout; a
+    one-line `SystemExit` naming `what` when it fails or prints nothing."""
+    done = subprocess.run(argv, env=env, cwd=RESULTS.parent, capture_output=True, text=True)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise SystemExit(f"{what} failed (exit {done.returncode}): {last}")
+    return lines[-1]

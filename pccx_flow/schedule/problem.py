@@ -520,16 +520,12 @@ def _check_holds(problem: SchedulingProblem, holds) -> tuple[Hold, ...]:
                     raise GraphError(f"node {n!r}: hold reader {r!r} is not a successor of it")
             clean = []
             for c, d in row.items():
-                if type(d) is not int:
-                    if int(d) != d:
-                        raise GraphError(
-                            f"node {n!r}: hold of {d!r} bytes on {c!r} is not an int >= 0"
-                        )
-                    d = int(d)
-                if d > 0:
-                    clean.append((c if type(c) is str else str(c), d))
-                elif d:
+                if type(d) is not int and int(d) == d:
+                    d = int(d)  # a whole float is taken as its int
+                if type(d) is not int or d < 0:
                     raise GraphError(f"node {n!r}: hold of {d!r} bytes on {c!r} is not an int >= 0")
+                if d:
+                    clean.append((c if type(c) is str else str(c), d))
             if clean:
                 out.append(Hold(n, readers, tuple(clean)))
     return tuple(out)
