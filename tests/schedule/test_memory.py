@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
+
 import networkx as nx
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -441,6 +443,43 @@ def test_holds_fit_validate_and_never_deadlock_when_one_at_a_time_fits(case, sla
         assert peak > capacity // 2
     else:
         assert peak <= capacity // 2
+
+
+
+def held_by_definition(problem: SchedulingProblem, slots: dict, cap: str) -> list[tuple]:
+    """(start, end or None while a reader is not placed, bytes) of each placed node's hold
+    on `cap`: from the node's start to the last finish of it and its readers."""
+    spans = []
+    for h in problem.holds:
+        nbytes = dict(h.row).get(cap, 0)
+        if h.node not in slots or not nbytes:
+            continue
+        end = None
+        if all(r in slots for r in h.readers):
+            end = max(slots[v].finish for v in (h.node, *h.readers))
+        spans.append((slots[h.node].start, end, nbytes))
+    return spans
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dags_with_holds())
+def test_the_ledger_after_each_placement_holds_what_the_placed_holds_say(case):
+    """Holds opened together and holds one placement closes at one end are added to the
+    ledger as one change: after every placement its step function is still the sum of
+    the placed holds (open ones for ever)."""
+    g, lanes, costs, holds = case
+    p = SchedulingProblem(g, lanes, costs, capacities={L2: 10**9}, holds=holds)
+    t = Timeline(p)
+    ledger = t._ledgers[L2]
+    for n in p.order:
+        t.place(n, t.best_lane(n, insertion=True)[0], insertion=True)
+        spans = held_by_definition(p, t.slots, L2)
+        times = ledger.times
+        probes = {0, 10**6, *times, *(a for a, _, _ in spans), *(z for _, z, _ in spans if z)}
+        for x in sorted(probes):
+            i = bisect_right(times, x) - 1
+            held = ledger.values[i] if i >= 0 else 0
+            assert held == sum(b for a, z, b in spans if a <= x and (z is None or x < z)), x
 
 
 # --- decode graphs ------------------------------------------------------------------------
