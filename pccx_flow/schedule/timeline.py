@@ -236,7 +236,8 @@ class CapacityLedger:
     def _add_from(self, t: int, delta: int) -> None:
         """Add `delta` bytes to the step function from `t` on; a breakpoint at `t` is
         added first if missing, with the value the step function has just before t."""
-        b = bisect_right(self._bt, t) - 1
+        bt = self._bt  # most changes fall in the last block
+        b = len(bt) - 1 if bt and t >= bt[-1] else bisect_right(bt, t) - 1
         if b < 0:
             self._prepend(t)
             b = i = 0
@@ -334,6 +335,8 @@ class Timeline:
         self._uniform_rows: set[tuple] = {
             row for row in set(problem.cost_key.values()) if len({d for _, d in row}) == 1
         }
+        # best_lane's last answer for `place`:
+        # ((node, lane, insertion, not_before, nodes placed then), start, data ready, floor)
         self._hint: tuple | None = None
         self._floor: tuple = (None, 0)  # ((node, placements then, after), its floor)
         self._ledgers = {name: CapacityLedger(size) for name, size in problem.capacities.items()}
@@ -348,6 +351,7 @@ class Timeline:
         # ready ones not released yet are withheld. `_ready_left`: released nodes not placed.
         self._admit_order: list[Node] = sorted(problem.admit or (), key=problem.index.__getitem__)
         self._turn = 0
+        self._turn_unready = False  # its node is not ready yet (`_release`)
         self._withheld: set[Node] = set()
         self._ready_left = 0
         self._promised: dict[str, int] = {}  # bytes of admitted nodes not placed yet
@@ -406,12 +410,15 @@ class Timeline:
         has come and that have room (`initial_ready`)."""
         admit = self.problem.admit
         out = []
+        held = False
         for n in ready:
             if n in admit:
                 self._withheld.add(n)
+                held = True
             else:
                 out.append(n)
-        if self._withheld:
+        # the node whose turn it is waits for its inputs: only its own release moves it
+        if self._withheld and (held or not self._turn_unready):
             self._take_turns(out)
         return out
 
@@ -419,12 +426,14 @@ class Timeline:
         """Release onto `released` the withheld nodes whose turn has come, while they have
         room, or the next one anyway when no released node is left unplaced."""
         order, withheld, slots = self._admit_order, self._withheld, self.slots
+        self._turn_unready = False
         while self._turn < len(order):
             n = order[self._turn]
             # a node a policy of its own order placed while it was held left the withheld
             # then (`place`): its turn is simply over
             if n not in slots:
                 if n not in withheld:
+                    self._turn_unready = True
                     return  # not ready yet
                 if not (self._admitted(n) or self._ready_left + len(released) == 0):
                     return  # no room yet
@@ -557,7 +566,7 @@ class Timeline:
                     break
         if memo is not None:
             memo[memo_key] = (best_lane, best_start)
-        self._hint = (node, best_lane, insertion, not_before, best_start, len(self.slots),
+        self._hint = ((node, best_lane, insertion, not_before, len(self.slots)), best_start,
                       ready, t)  # fmt: skip
         return best_lane, best_start
 
@@ -660,15 +669,11 @@ class Timeline:
                 raise ScheduleError(f"node {node!r} is not part of the problem")
             raise ScheduleError(f"node {node!r} was placed before all its predecessors")
         hint = self._hint
-        if (
-            hint is not None
-            and hint[:4] == (node, lane, insertion, not_before)
-            and hint[5] == len(self.slots)
-        ):
+        if hint is not None and hint[0] == (node, lane, insertion, not_before, len(self.slots)):
             # best_lane just found the start on this lane, the data-ready time and the
             # memory floor, and nothing was placed since; it hints only without comm, where
             # neither of the last two depends on the lane
-            start, ready, floor = hint[4], hint[6], hint[7]
+            _, start, ready, floor = hint
         else:
             start = self.earliest_start(node, lane, insertion, not_before)
             ready = floor = None
