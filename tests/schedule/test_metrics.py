@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import networkx as nx
 import pytest
 
@@ -242,7 +240,7 @@ def test_latest_starts_give_a_valid_schedule_no_longer_than_the_original(decode_
             "t",
             schedule.lanes,
             {
-                n: dataclasses.replace(s, start=latest[n], finish=latest[n] + s.duration)
+                n: s._replace(start=latest[n], finish=latest[n] + s.duration)
                 for n, s in schedule.slots.items()
             },
         )

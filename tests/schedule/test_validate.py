@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import networkx as nx
 import pytest
 from hypothesis import given, settings
@@ -42,7 +40,7 @@ def good_schedule(problem: SchedulingProblem) -> Schedule:
 
 def broken(schedule: Schedule, node: str, **changes) -> Schedule:
     slots = dict(schedule.slots)
-    slots[node] = dataclasses.replace(slots[node], **changes)
+    slots[node] = slots[node]._replace(**changes)
     return Schedule(schedule.policy, schedule.profile, schedule.lanes, slots)
 
 
@@ -63,7 +61,7 @@ def test_missing_node():
 def test_duplicate_node_filed_under_another_name():
     problem = small_problem()
     s = good_schedule(problem)
-    s.slots["c"] = dataclasses.replace(s.slots["b"])  # b twice, c never
+    s.slots["c"] = s.slots["b"]  # b twice, c never
     with pytest.raises(ScheduleError, match="scheduled twice"):
         validate_schedule(s, problem)
 
