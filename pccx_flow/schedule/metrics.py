@@ -532,26 +532,48 @@ def memory_metrics(schedule: Schedule, problem: SchedulingProblem) -> dict[str, 
     return out
 
 
-def step_bounds(problem: SchedulingProblem, profile: Any = None) -> dict[str, Any]:
-    """Every lower bound of a problem, the largest, and the largest of `pccx_flow.bounds`.
+def step_chain_bounds(problem: SchedulingProblem) -> dict[str, int]:
+    """The chain bounds `step_bounds` reports (`chain_bounds`, with the capacity variant
+    when the problem has capacities): most of its time on a long-context step."""
+    return chain_bounds(problem, POOL_CHAIN_HOPS, capacity=bool(problem.capacities))
 
-    One function for `schedule`'s summary and `check`, so both name the same binding bound.
-    """
+
+def step_other_bounds(problem: SchedulingProblem, profile: Any = None) -> dict[str, Any]:
+    """The rest of `step_bounds`, as plain JSON-able data: the graph's bounds
+    (`pccx_flow.bounds`, or the problem's when there is no graph behind it), which of them
+    they came from, and the residency bounds."""
     bounds = graph_bounds(problem, profile)
     source = "pccx_flow.bounds"
     if bounds is None:
         bounds, source = problem_bounds(problem), "problem"
-    reference = max(bounds, key=lambda k: bounds[k])
-    bounds = {
-        **bounds,
-        **chain_bounds(problem, POOL_CHAIN_HOPS, capacity=bool(problem.capacities)),
-        **residency_bounds(problem),
-    }
+    return {"bounds": bounds, "source": source, "residency": residency_bounds(problem)}
+
+
+def step_bounds(
+    problem: SchedulingProblem,
+    profile: Any = None,
+    *,
+    chains: dict[str, int] | None = None,
+    others: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Every lower bound of a problem, the largest, and the largest of `pccx_flow.bounds`.
+
+    One function for `schedule`'s summary and `check`, so both name the same binding bound.
+    `chains` (`step_chain_bounds`) and `others` (`step_other_bounds`) of the same problem
+    and profile are taken as given when computed elsewhere
+    (`pccx_flow.schedule.bounds_beside`).
+    """
+    if others is None:
+        others = step_other_bounds(problem, profile)
+    if chains is None:
+        chains = step_chain_bounds(problem)
+    own = others["bounds"]
+    bounds = {**own, **chains, **others["residency"]}
     return {
         "bounds_cycles": bounds,
-        "bounds_source": source,
+        "bounds_source": others["source"],
         "largest_bound": max(bounds, key=lambda k: bounds[k]),
-        "reference_bound": reference,
+        "reference_bound": max(own, key=lambda k: own[k]),
     }
 
 

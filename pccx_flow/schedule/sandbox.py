@@ -21,7 +21,7 @@ import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pccx_flow.errors import PolicyError
@@ -78,7 +78,11 @@ def _child_main(conn, job: Callable[[Callable[[int], None]], Any]) -> None:
             _send(conn, _PROGRESS, str(placed).encode())
 
         result = job(progress)
-        _send(conn, _RESULT, json.dumps(result).encode())
+        if isinstance(result, Iterator):  # parts, each sent as soon as it is made
+            for part in result:
+                _send(conn, _RESULT, json.dumps(part).encode())
+        else:
+            _send(conn, _RESULT, json.dumps(result).encode())
     except PolicyError as exc:
         _send(conn, _FAILED, str(exc).encode(errors="replace"))
     except BaseException as exc:  # noqa: BLE001 - anything the plugin throws ends here
@@ -98,7 +102,8 @@ def _one_line(text: str, limit: int = 240) -> str:
 def start_child(job: Callable[[Callable[[int], None]], Any]) -> tuple[Any, Any]:
     """Fork a child that runs ``job(progress)``; ``(reader, process)``: the end of the pipe
     its messages come on (tagged bytes, `_child_main`) and the process, for the caller to
-    read, then kill and join."""
+    read, then kill and join. A job that returns an iterator sends each of its items as
+    a result of its own, as soon as it is made."""
     ctx = _context()
     reader, writer = ctx.Pipe(duplex=False)
     child = ctx.Process(target=_child_main, args=(writer, job), daemon=True)

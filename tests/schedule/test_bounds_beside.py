@@ -40,18 +40,19 @@ def two_cores(monkeypatch):
 
 
 def _in_parent(monkeypatch, child_does=None) -> list[int]:
-    """Record every call of the module's `step_bounds` made in this process; in a child,
-    do `child_does` instead (a forked child has its own copy of the list)."""
-    parent, calls, real = os.getpid(), [], beside.step_bounds
+    """Record every call of the module's `step_chain_bounds` (the child's share) made in
+    this process; in a child, do `child_does` instead (a forked child has its own copy
+    of the list)."""
+    parent, calls, real = os.getpid(), [], beside.step_chain_bounds
 
-    def recorded(problem, profile=None):
+    def recorded(problem):
         if os.getpid() != parent and child_does is not None:
             child_does()
         if os.getpid() == parent:
             calls.append(parent)
-        return real(problem, profile)
+        return real(problem)
 
-    monkeypatch.setattr(beside, "step_bounds", recorded)
+    monkeypatch.setattr(beside, "step_chain_bounds", recorded)
     return calls
 
 
@@ -62,7 +63,7 @@ def test_the_child_sends_exactly_the_bounds_computed_in_process(tiny_step, two_c
     with beside.bounds_beside(problem, profile, min_nodes=0) as bounds:
         got = bounds()
         assert bounds() is got  # asked twice, computed once
-    assert calls == []  # the parent computed nothing: the answer came from the child
+    assert calls == []  # the parent computed no chain bounds: they came from the child
     assert json.dumps(got, sort_keys=True) == json.dumps(expected, sort_keys=True)
     assert got == expected
 
@@ -145,7 +146,7 @@ def test_the_child_builds_its_own_problem_and_sends_its_bounds(
     ):
         assert len(problem) == len(graph)
         assert bounds() == expected
-    assert calls == [] and built == [os.getpid()]  # one build here; the bounds came over
+    assert calls == [] and built == [os.getpid()]  # one build here; the chains came over
     assert len(list(tmp_path.glob("built-in-*"))) == 1  # and one in the child
 
 
@@ -237,3 +238,66 @@ def test_metrics_ask_a_bounds_function_last(tiny_step, monkeypatch):
     monkeypatch.setattr(metrics, "ple_slack", recorded_ple_slack)
     assert schedule_metrics(schedule, problem, profile, bounds=bounds) == expected
     assert calls == ["ple_slack", "bounds"]
+
+
+class _FakeParts:
+    """A child's parts as `_assembled` reads them: `sent` came; the rest never will."""
+
+    def __init__(self, calls: list, sent: list) -> None:
+        self.calls, self.sent = calls, sent
+
+    def get(self, k, *, wait):
+        self.calls.append(("get", k, wait))
+        return self.sent[k] if k < len(self.sent) else None
+
+
+@pytest.mark.parametrize("sent", [0, 1, 2], ids=["none came", "chains came", "both came"])
+def test_the_parent_computes_the_parts_that_did_not_come_the_others_first(
+    tiny_step, monkeypatch, sent
+):
+    """Before the chain bounds came, the other bounds are computed here and then the
+    chain bounds waited for (the parent's share runs while the child's chains are on
+    their way); once they came, the child's others are waited for; a part that came is
+    not computed again, one that never comes is; the bounds are the same whichever
+    process made each part."""
+    from pccx_flow.schedule import metrics
+
+    problem, profile = tiny_step
+    expected = step_bounds(problem, profile)
+    parts = [metrics.step_chain_bounds(problem), metrics.step_other_bounds(problem, profile)]
+    calls = []
+    for name in ("step_chain_bounds", "step_other_bounds"):
+        real = getattr(beside, name)
+        monkeypatch.setattr(
+            beside, name, lambda *a, real=real, name=name: calls.append(name) or real(*a)
+        )
+    got = beside._assembled(problem, profile, _FakeParts(calls, parts[:sent]))
+    assert got == expected
+    expected_calls = {
+        0: [("get", 0, False), "step_other_bounds", ("get", 0, True), "step_chain_bounds"],
+        1: [("get", 0, False), ("get", 1, True), "step_other_bounds"],
+        2: [("get", 0, False), ("get", 1, True)],
+    }
+    assert calls == expected_calls[sent]
+
+
+def test_parts_are_read_as_they_come():
+    """A child that sent its first part and is still busy on the second: the first is
+    read, the second is not waited for unless asked to be."""
+    from pccx_flow.schedule.sandbox import start_child
+
+    def job(_progress):
+        yield {"first": 1}
+        time.sleep(60)
+        yield {"second": 2}
+
+    reader, child = start_child(job)
+    try:
+        parts = beside._Parts(reader)
+        assert parts.get(0, wait=True) == {"first": 1}
+        assert parts.get(1, wait=False) is None
+        child.kill()
+        assert parts.get(1, wait=True) is None and parts.broken  # gone: nothing more comes
+    finally:
+        reader.close()
+        child.join(5.0)
