@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import networkx as nx
 
@@ -212,11 +211,12 @@ class SchedulingProblem:
 
         if holds is not None and demands is not None:
             raise GraphError("give a problem demands or holds, not both")
-        if holds is not None:  # checked first: the demands are their sums
+        if holds is not None:  # checked whole: the demands are their sums, clean as they are
+            self.capacities = check_capacities(self.order, capacities, None)[0]
             self.holds: tuple[Hold, ...] = _check_holds(self, holds)
-            demands = _sum_holds(self.holds)
-        self.capacities, self.demands = check_capacities(self.order, capacities, demands)
-        if holds is None:  # one per demanding node (`_check_holds`)
+            self.demands: dict[Node, dict[str, int]] = _sum_holds(self.holds)
+        else:  # one hold per demanding node (`_check_holds`)
+            self.capacities, self.demands = check_capacities(self.order, capacities, demands)
             self.holds = _check_holds(self, None)
         holds_of: dict[Node, tuple[int, ...]] = {}
         read_by: dict[Node, tuple[int, ...]] = {}
@@ -431,6 +431,11 @@ class SchedulingProblem:
         )
 
 
+_UNKNOWN_CAPACITY = (
+    "node {node!r} has a demand on unknown capacity {cap!r}; declare it in capacities"
+)
+
+
 def check_capacities(
     order: Iterable[Node],
     capacities: Mapping[str, int] | None,
@@ -460,10 +465,7 @@ def check_capacities(
         clean: dict[str, int] = {}
         for cap_name, d in row.items():
             if cap_name not in caps:
-                raise ProfileError(
-                    f"node {n!r} has a demand on unknown capacity {cap_name!r}; "
-                    f"declare it in capacities"
-                )
+                raise ProfileError(_UNKNOWN_CAPACITY.format(node=n, cap=cap_name))
             if int(d) != d or d < 0:
                 raise GraphError(f"node {n!r}: demand {d!r} on {cap_name!r} is not an int >= 0")
             if d:
@@ -473,12 +475,12 @@ def check_capacities(
     return caps, dem
 
 
-@dataclass(frozen=True)
-class Hold:
+class Hold(NamedTuple):
     """Bytes a node allocates at its start, freed when it and all of `readers` finished.
 
     One per output tensor (or per set of outputs with the same readers): a node's scores
-    die at their EXP while its 4-byte maximum waits for the end of the head.
+    die at their EXP while its 4-byte maximum waits for the end of the head. A named
+    tuple, as `pccx_flow.schedule.model.Slot` is: a long-context step has 36k of them.
     """
 
     node: Node
@@ -506,11 +508,14 @@ def _check_holds(problem: SchedulingProblem, holds) -> tuple[Hold, ...]:
             Hold(n, problem.succs[n], tuple(row.items())) for n, row in problem.demands.items()
         )
     out: list[Hold] = []
+    capacities = problem.capacities
     for n in problem.order:
         parts = holds.get(n)
         if not parts:
             continue
         succs = problem.succs[n]
+        if len(succs) > 8:  # a final norm's gamma has 513 readers: no scan of them per one
+            succs = set(succs)
         for readers, row in parts:
             readers = tuple(readers)
             if len(readers) > 1:
@@ -524,8 +529,11 @@ def _check_holds(problem: SchedulingProblem, holds) -> tuple[Hold, ...]:
                     d = int(d)  # a whole float is taken as its int
                 if type(d) is not int or d < 0:
                     raise GraphError(f"node {n!r}: hold of {d!r} bytes on {c!r} is not an int >= 0")
+                c = c if type(c) is str else str(c)
+                if c not in capacities:
+                    raise ProfileError(_UNKNOWN_CAPACITY.format(node=n, cap=c))
                 if d:
-                    clean.append((c if type(c) is str else str(c), d))
+                    clean.append((c, d))
             if clean:
                 out.append(Hold(n, readers, tuple(clean)))
     return tuple(out)

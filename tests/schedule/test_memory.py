@@ -232,6 +232,16 @@ def test_bad_holds_are_refused():
         SchedulingProblem(g, lanes, costs, capacities={L2: 9}, holds={"a": [(("b",), {L2: 1.5})]})
     with pytest.raises(GraphError, match="order-only edge 'a' -> 'z' names a node not in"):
         SchedulingProblem(g, lanes, costs, order_edges=[("a", "z")])
+    with pytest.raises(ProfileError, match="unknown capacity 'l3'"):
+        SchedulingProblem(g, lanes, costs, capacities={L2: 9}, holds={"a": [(("b",), {"l3": 1})]})
+    with pytest.raises(ProfileError, match="capacity 'l2' is -1"):
+        SchedulingProblem(g, lanes, costs, capacities={L2: -1}, holds={"a": [(("b",), {L2: 1})]})
+    fan = nx.DiGraph([("a", f"r{i}") for i in range(12)] + [("r0", "z")])
+    fan_costs = {n: {"x0": 1} for n in fan}
+    with pytest.raises(GraphError, match="hold reader 'z' is not a successor"):  # 12 succs
+        SchedulingProblem(
+            fan, lanes, fan_costs, capacities={L2: 9}, holds={"a": [(("r3", "z"), {L2: 1})]}
+        )
     # whole floats are bytes; a reader named twice reads once; a hold of 0 bytes is none
     ok = SchedulingProblem(
         g,
