@@ -79,19 +79,30 @@ def decode_holds(
         op = op_of[n]
         if op == "MEMSET" or (op == "MEMCPY" and attrs.get("func") in HOST_OUTPUT_COPIES):
             continue
+        outputs = attrs.get("outputs", ())
         # each tensor's readers, in successor order: the tensors a reader takes from n are
         # on the edge (`GraphWriter.add` puts them there), else among the reader's inputs
-        readers_of: dict[str, list[Node]] = {}
-        for s, d in succ_of[n].items():
-            names = d["tensors"] if "tensors" in d else {i["name"] for i in nodes[s]["inputs"]}
-            for name in names:
-                got = readers_of.get(name)
-                if got is None:
-                    readers_of[name] = [s]
-                elif got[-1] != s:  # a name listed twice on one edge reads once
-                    got.append(s)
+        succ = succ_of[n]
+        if len(outputs) == 1:  # most nodes: the readers are the successors that name it
+            name = outputs[0]["name"]
+            readers_of = {
+                name: [
+                    s
+                    for s, d in succ.items()
+                    if name in (d["tensors"] if "tensors" in d else _input_names(nodes[s]))
+                ]
+            }
+        else:
+            readers_of = {}
+            for s, d in succ.items():
+                for name in d["tensors"] if "tensors" in d else _input_names(nodes[s]):
+                    got = readers_of.get(name)
+                    if got is None:
+                        readers_of[name] = [s]
+                    elif got[-1] != s:  # a name listed twice on one edge reads once
+                        got.append(s)
         by_readers: dict[tuple[Node, ...], dict[str, int]] = {}
-        for t in attrs.get("outputs", ()):
+        for t in outputs:
             readers = tuple(readers_of.get(t["name"], ()))
             if op == "HOST" and all(op_of[r] == "HOST" for r in readers):
                 continue  # host memory: no NPU node reads it
@@ -105,6 +116,11 @@ def decode_holds(
         if by_readers:
             out[n] = list(by_readers.items())
     return out
+
+
+def _input_names(attrs: dict) -> set[str]:
+    """The names of a node's input tensors (for an edge that does not list them)."""
+    return {i["name"] for i in attrs["inputs"]}
 
 
 def decode_demands(graph: nx.DiGraph, capacities: dict[str, int]) -> dict[Node, dict[str, int]]:
