@@ -514,7 +514,7 @@ def _check_holds(problem: SchedulingProblem, holds) -> tuple[Hold, ...]:
         if not parts:
             continue
         succs = problem.succs[n]
-        if len(succs) > 8:  # a final norm's gamma has 513 readers: no scan of them per one
+        if len(succs) > 8:  # the final norm's gamma has 513 readers: a set, not a scan per reader
             succs = set(succs)
         for readers, row in parts:
             readers = tuple(readers)

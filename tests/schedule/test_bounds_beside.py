@@ -4,6 +4,7 @@ in-process, whatever happens to the child."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import time
 
@@ -57,14 +58,26 @@ def _in_parent(monkeypatch, child_does=None) -> list[int]:
 
 
 def test_the_child_sends_exactly_the_bounds_computed_in_process(tiny_step, two_cores, monkeypatch):
+    """Asked once the child is done, both parts are the child's, and equal to the bounds
+    computed in-process (its JSON keeps every name, number and order)."""
     problem, profile = tiny_step
     expected = step_bounds(problem, profile)
     calls = _in_parent(monkeypatch)
+    others, parent, real = [], os.getpid(), beside.step_other_bounds
+
+    def other_bounds(*args):
+        if os.getpid() == parent:
+            others.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(beside, "step_other_bounds", other_bounds)
     with beside.bounds_beside(problem, profile, min_nodes=0) as bounds:
+        for child in multiprocessing.active_children():
+            child.join(30.0)  # it exits once both parts are sent (they fit in the pipe)
         got = bounds()
         assert bounds() is got  # asked twice, computed once
-    assert calls == []  # the parent computed no chain bounds: they came from the child
-    assert json.dumps(got, sort_keys=True) == json.dumps(expected, sort_keys=True)
+    assert calls == [] and others == []  # the parent computed no part: both came
+    assert json.dumps(got) == json.dumps(expected)
     assert got == expected
 
 
