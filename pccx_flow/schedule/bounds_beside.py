@@ -107,8 +107,8 @@ def _worth_a_fork(nodes: int, min_nodes: int) -> bool:
 
 class _Parts:
     """The parts a child sends one after the other (`in_child`: the chain bounds, then
-    the others), read when asked for; none once it sent anything but a result, or when
-    there is no child."""
+    the others), read when asked for; none once it sent anything but a result, when
+    there is no child, or once the body has ended (`_beside`)."""
 
     def __init__(self, reader: Any) -> None:
         self.reader = reader
@@ -167,9 +167,11 @@ def _beside(in_child: Callable[[], Iterator[dict[str, Any]]], fork: bool) -> Ite
             reader, child = start_child(lambda _progress: in_child())
         except (OSError, ValueError):  # no fork here (or no room for one): compute them here
             child = reader = None
+    parts = _Parts(reader)
     try:
-        yield _Parts(reader)
+        yield parts
     finally:
+        parts.broken = True  # asked after the body: nothing more is read, the rest is made here
         if child is not None:
             reader.close()
             if child.is_alive():

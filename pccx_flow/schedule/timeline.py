@@ -417,7 +417,8 @@ class Timeline:
                 held = True
             else:
                 out.append(n)
-        # the node whose turn it is waits for its inputs: only its own release moves it
+        # the node whose turn it is waits for its inputs: only its own release (or its
+        # placement before it was ever released, `place`) moves it
         if self._withheld and (held or not self._turn_unready):
             self._take_turns(out)
         return out
@@ -718,6 +719,8 @@ class Timeline:
             elif node in self._withheld:  # placed while held
                 self._withheld.discard(node)
                 self._ready_left += 1
+            elif node in self.problem.admit:  # placed before it was ever withheld (a source,
+                self._turn_unready = False  # `initial_ready` not asked): its turn may be over
             self._ready_left -= 1
             if released or self._withheld:
                 released = self._release(released)

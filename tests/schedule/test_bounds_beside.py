@@ -81,6 +81,15 @@ def test_the_child_sends_exactly_the_bounds_computed_in_process(tiny_step, two_c
     assert got == expected
 
 
+def test_bounds_asked_after_the_body_are_computed_here(tiny_step, two_cores):
+    """The child is stopped when the body ends: bounds first asked after it are the
+    parent's own, the same numbers."""
+    problem, profile = tiny_step
+    with beside.bounds_beside(problem, profile, min_nodes=0) as bounds:
+        pass
+    assert bounds() == step_bounds(problem, profile)
+
+
 @CHILD_FAILURES
 def test_a_child_that_fails_leaves_the_bounds_to_the_parent(
     tiny_step, two_cores, monkeypatch, child_does

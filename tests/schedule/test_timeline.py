@@ -221,6 +221,23 @@ def test_nodes_to_admit_are_released_in_program_order():
     assert placed.index("a1") < placed.index("b0")
 
 
+def test_a_source_to_admit_placed_before_it_was_handed_out_passes_its_turn():
+    """A policy of its own order may place a source without asking `initial_ready`: the
+    turn passes it then, and the read to admit behind it comes with that placement."""
+    g = nx.DiGraph()
+    g.add_nodes_from(["s0", "p", "r", "u", "v"])
+    g.add_edges_from([("p", "r"), ("s0", "u"), ("r", "v")])
+    costs = {n: {"x0": 10} for n in g}
+    holds = {"s0": [(("u",), {"l2": 1})], "r": [(("v",), {"l2": 1})]}
+    problem = SchedulingProblem(g, [Lane("x0", "cpu")], costs, capacities={"l2": 100},
+                                holds=holds, admit={"s0": 0, "r": 0})  # fmt: skip
+    timeline = Timeline(problem)
+    timeline.place("p", "x0")
+    assert timeline.released("p") == ()  # r is ready, but s0's turn comes first
+    timeline.place("s0", "x0")
+    assert timeline.released("s0") == ("u", "r")
+
+
 def test_admit_refuses_an_unknown_node_or_a_bad_reserve():
     with pytest.raises(GraphError, match="not in the graph"):
         _reads_problem({"zz": 0})
