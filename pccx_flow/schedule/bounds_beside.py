@@ -68,11 +68,7 @@ def bounds_beside(
     that returns them (the child's parts, or computed here: module docstring). The child
     is stopped when the body ends, however it ends."""
 
-    def in_child() -> Iterator[dict[str, Any]]:
-        yield step_chain_bounds(problem)
-        yield step_other_bounds(problem, profile)
-
-    with _beside(in_child, _worth_a_fork(len(problem), min_nodes)) as parts:
+    with _beside(lambda: _parts(problem, profile), _worth_a_fork(len(problem), min_nodes)) as parts:
         yield _once(lambda: _assembled(problem, profile, parts))
 
 
@@ -91,14 +87,16 @@ def problem_and_bounds_beside(
     or the build fails."""
     built: list[SchedulingProblem] = []
 
-    def in_child() -> Iterator[dict[str, Any]]:
-        problem = build()
-        yield step_chain_bounds(problem)
-        yield step_other_bounds(problem, profile)
-
-    with _beside(in_child, _worth_a_fork(nodes, min_nodes)) as parts:
+    # the child builds its problem when it starts (`_beside` calls this there)
+    with _beside(lambda: _parts(build(), profile), _worth_a_fork(nodes, min_nodes)) as parts:
         built.append(build())
         yield built[0], _once(lambda: _assembled(built[0], profile, parts))
+
+
+def _parts(problem: SchedulingProblem, profile: Any) -> Iterator[dict[str, Any]]:
+    """What the child sends, in turn: the chain bounds, then the others."""
+    yield step_chain_bounds(problem)
+    yield step_other_bounds(problem, profile)
 
 
 def _worth_a_fork(nodes: int, min_nodes: int) -> bool:
@@ -106,8 +104,8 @@ def _worth_a_fork(nodes: int, min_nodes: int) -> bool:
 
 
 class _Parts:
-    """The parts a child sends one after the other (`in_child`: the chain bounds, then
-    the others), read when asked for; none once it sent anything but a result, when
+    """The parts a child sends one after the other (`_parts`: the chain bounds, then the
+    others), read when asked for; none once it sent anything but a result, when
     there is no child, or once the body has ended (`_beside`)."""
 
     def __init__(self, reader: Any) -> None:
