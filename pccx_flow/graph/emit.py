@@ -32,11 +32,24 @@ def vec_len(vec: Vec) -> int:
 
 
 class GraphWriter:
-    """Owns the graph being built and the map tensor name -> writing node."""
+    """Owns the graph being built and the map tensor name -> writing node.
+
+    On a plain `networkx.DiGraph` (what the builders make) `add` fills the graph's
+    dict-of-dicts itself, as DiGraph's docstring lays it out (its ``_node``, ``_succ`` and
+    ``_pred`` dicts; one edge dict shared by both ends): ``add_node`` copies a node's
+    fifteen attributes into a new dict and ``add_edges_from`` copies each edge dict and
+    checks both ends again, a fifth of building a long-context step (31k nodes at 8191:
+    0.81x the build time alternated in one process). Any other graph class (its own dict
+    factories) goes through the public methods. Both give the same graph, nodes,
+    attributes and edges in the same order (`tests/graph/test_emit.py`).
+    """
 
     def __init__(self, graph: nx.DiGraph) -> None:
         self.graph = graph
         self.writer: dict[str, str] = {}
+        self._direct = type(graph) is nx.DiGraph
+        if self._direct and getattr(graph, "__networkx_cache__", None):
+            graph.__networkx_cache__.clear()  # nothing converted from it stays stale
 
     def add(
         self,
@@ -60,45 +73,31 @@ class GraphWriter:
 
         ``outputs`` are ``(name, shape[, dtype])``; dtype defaults to float32. ``act_bytes``
         defaults to the bytes read plus written (L2 traffic); ``elements`` defaults to the
-        output element count for CVO and HOST nodes and 0 otherwise.
+        output element count for CVO and HOST nodes and 0 otherwise. A build bug (a node id
+        or a tensor written twice, a tensor read before it is written) raises before the
+        graph changes.
         """
-        if nid in self.graph:
+        graph = self.graph
+        if nid in graph:
             raise RuntimeError(f"duplicate node id {nid}")
         op = KERNEL_OPS[kernel]
         if op == "CVO":
             func = CVO_KERNEL_FUNCS[kernel]
         outs = [tensor(o[0], o[1], o[2] if len(o) > 2 else "float32") for o in outputs]
+        writer = self.writer
+        for t in outs:
+            if t["name"] in writer:
+                raise RuntimeError(f"tensor {t['name']} written twice")
+        if len(outs) > 1 and len({t["name"] for t in outs}) < len(outs):
+            names = [t["name"] for t in outs]
+            twice = next(name for i, name in enumerate(names) if name in names[:i])
+            raise RuntimeError(f"tensor {twice} written twice")
         in_bytes = [tensor_bytes(t) for t in inputs]
-        if act_bytes is None:
-            act_bytes = sum(in_bytes) + sum(tensor_bytes(t) for t in outs)
-        if elements is None:
-            elements = (
-                max(math.prod(t["shape"]) for t in outs) if op in ("CVO", "HOST") and outs else 0
-            )
-        graph = self.graph
-        graph.add_node(
-            nid,
-            layer=layer,
-            block=block,
-            op=op,
-            func=func,
-            flags=dict(flags) if flags else {},
-            inputs=list(inputs),  # tensor dicts are shared with their writer: never mutate one
-            outputs=outs,
-            lane_class=OP_LANE[op],
-            macs=int(macs),
-            weight_bytes=int(weight_bytes),
-            act_bytes=int(act_bytes),
-            elements=int(elements),
-            weight=weight,
-            kernel=kernel,
-            params=params if params is not None else {},
-        )
-        # one edge per writer read (nid is new: no edge into it exists yet), added together
+        # one edge per writer read (nid is new: no edge into it exists yet), in read order
         edges: dict[str, dict] = {}
         for t, nbytes in zip(inputs, in_bytes, strict=True):
             name = t["name"]
-            src = self.writer.get(name)
+            src = writer.get(name)
             if src is None:
                 raise RuntimeError(f"{nid} reads {name} before any node writes it")
             e = edges.get(src)
@@ -107,10 +106,40 @@ class GraphWriter:
             elif name not in e["tensors"]:
                 e["tensors"].append(name)
                 e["bytes"] += nbytes
-        if edges:
-            graph.add_edges_from([(src, nid, e) for src, e in edges.items()])
+        if act_bytes is None:
+            act_bytes = sum(in_bytes) + sum(tensor_bytes(t) for t in outs)
+        if elements is None:
+            elements = (
+                max(math.prod(t["shape"]) for t in outs) if op in ("CVO", "HOST") and outs else 0
+            )
+        attrs = {
+            "layer": layer,
+            "block": block,
+            "op": op,
+            "func": func,
+            "flags": dict(flags) if flags else {},
+            "inputs": list(inputs),  # tensor dicts are shared with their writer: never mutate one
+            "outputs": outs,
+            "lane_class": OP_LANE[op],
+            "macs": int(macs),
+            "weight_bytes": int(weight_bytes),
+            "act_bytes": int(act_bytes),
+            "elements": int(elements),
+            "weight": weight,
+            "kernel": kernel,
+            "params": params if params is not None else {},
+        }
+        if self._direct:
+            succ = graph._succ
+            graph._node[nid] = attrs
+            succ[nid] = {}
+            graph._pred[nid] = edges
+            for src, e in edges.items():
+                succ[src][nid] = e
+        else:
+            graph.add_node(nid, **attrs)
+            if edges:
+                graph.add_edges_from([(src, nid, e) for src, e in edges.items()])
         for t in outs:
-            if t["name"] in self.writer:
-                raise RuntimeError(f"tensor {t['name']} written twice")
-            self.writer[t["name"]] = nid
+            writer[t["name"]] = nid
         return outs
