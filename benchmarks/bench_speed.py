@@ -4,8 +4,9 @@
 machine one run says little. This builds the E4B step at one position per profile and
 times, `--runs` times each: the step as `schedule` runs it (*as schedule*: the graph,
 then the problem, the policy and the metrics with the bounds in a child forked before the
-problem is built, which builds it too, `problem_and_bounds_beside`; with a package from
-before it, `bench_speed_against.py`, the problem is built, then the child forked:
+problem is built, which builds the hardware problem, `step_problem_and_bounds`; with a
+package from before it, `bench_speed_against.py`, the child builds the same problem,
+`problem_and_bounds_beside`, or, before that, is forked once the problem is built:
 `bounds_beside`) in a fresh interpreter, as `schedule` runs in a new process; then, in
 this one, each stage on its own: building the graph, the problem within L2, the bounds
 `schedule` prints (`step_bounds`), `heft` with its validation (and that validation timed
@@ -64,10 +65,14 @@ from pccx_flow.schedule.problem import problem_from_graph  # noqa: E402
 from pccx_flow.schedule.registry import make_policy, run_on_problem  # noqa: E402
 from pccx_flow.schedule.validate import validate_schedule  # noqa: E402
 
-try:  # not in a package from before it (`bench_speed_against.py` runs those too)
+try:  # not in a package from before them (`bench_speed_against.py` runs those too)
     from pccx_flow.schedule.bounds_beside import problem_and_bounds_beside
 except ImportError:
     problem_and_bounds_beside = None
+try:
+    from pccx_flow.schedule.bounds_beside import step_problem_and_bounds
+except ImportError:
+    step_problem_and_bounds = None
 
 HERE = Path(__file__).resolve().parent
 PROFILES = ("v002-spec", "v002-as-built")
@@ -124,11 +129,13 @@ def _as_schedule(profile, position: int) -> None:
     """The graph, then the problem, `heft` and its metrics with the bounds computed beside
     them, as `schedule` runs the step (the metrics ask for the bounds last)."""
     graph = build_decode_graph("e4b", position=position, profile=profile)
-
-    def build():
-        return problem_from_graph(graph, profile, memory=True)
-
-    with problem_then_bounds(build, profile, nodes=len(graph)) as (problem, bounds):
+    if step_problem_and_bounds is not None:
+        beside = step_problem_and_bounds(graph, profile)
+    else:
+        beside = problem_then_bounds(
+            lambda: problem_from_graph(graph, profile, memory=True), profile, nodes=len(graph)
+        )
+    with beside as (problem, bounds):
         schedule = run_on_problem(make_policy("heft"), problem, label="heft",
                                   profile=profile.name)  # fmt: skip
         schedule_metrics(schedule, problem, profile, bounds=bounds)

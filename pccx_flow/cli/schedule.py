@@ -225,22 +225,21 @@ def _schedule_step(args: argparse.Namespace, step, profile, policy) -> tuple:
     """Build, schedule and measure the step: ``(graph, problem, schedule, metrics)``."""
     from tqdm import tqdm  # here, not at the top: every command builds this parser
 
-    from pccx_flow.schedule.bounds_beside import problem_and_bounds_beside
+    from pccx_flow.schedule.bounds_beside import step_problem_and_bounds
     from pccx_flow.schedule.metrics import schedule_metrics
-    from pccx_flow.schedule.problem import problem_from_graph
     from pccx_flow.schedule.registry import run_on_problem
 
     t0 = time.perf_counter()
     graph = step.build(profile)
     read_ahead = read_ahead_from_args(args)
 
-    def build():
-        return problem_from_graph(graph, profile, memory=args.memory, read_ahead=read_ahead)
-
     show = sys.stderr.isatty() and not args.no_progress
-    # the bounds in a second process, which builds the problem too, while this one builds
-    # it and the policy runs (forked before the bar's thread)
-    with problem_and_bounds_beside(build, profile, nodes=len(graph)) as (problem, bounds):
+    # the bounds in a second process, which builds the hardware problem (the same bounds,
+    # less to build) while this one builds the problem and the policy runs (forked before
+    # the bar's thread)
+    with step_problem_and_bounds(
+        graph, profile, memory=args.memory, read_ahead=read_ahead
+    ) as (problem, bounds):
         t1 = time.perf_counter()
         with tqdm(
             total=len(problem), desc=args.policy, unit="node", file=sys.stderr,

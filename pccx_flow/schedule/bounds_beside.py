@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from pccx_flow.schedule.metrics import step_bounds, step_chain_bounds, step_other_bounds
-from pccx_flow.schedule.problem import SchedulingProblem
+from pccx_flow.schedule.problem import SchedulingProblem, problem_from_graph
 from pccx_flow.schedule.sandbox import RESULT_TAG, start_child
 
 # Below this many nodes the bounds take under ~0.2 s on this machine (E4B's first 12 layers
@@ -79,18 +79,46 @@ def problem_and_bounds_beside(
     *,
     nodes: int,
     min_nodes: int = MIN_NODES,
+    build_hardware: Callable[[], SchedulingProblem] | None = None,
 ) -> Iterator[tuple[SchedulingProblem, Bounds]]:
     """``(build(), bounds)``: the problem built here, and a function returning its
     `step_bounds`, which a child forked before the build computes from a problem it builds
     itself (module docstring). `build` must give the same problem in both processes (a
-    problem of `nodes` nodes, for the size test). The child is stopped when the body ends
-    or the build fails."""
+    problem of `nodes` nodes, for the size test). The child builds `build_hardware`'s
+    problem instead when given: the same problem's hardware problem
+    (`SchedulingProblem.without_order_edges`; `problem_from_graph(..., hardware=True)`),
+    which has the same bounds (they leave the read-ahead's edges, hold-backs and slots
+    out, and the other node order it may have changes none of them) at less cost. The
+    child is stopped when the body ends or the build fails."""
     built: list[SchedulingProblem] = []
+    in_child = build_hardware or build
 
     # the child builds its problem when it starts (`_beside` calls this there)
-    with _beside(lambda: _parts(build(), profile), _worth_a_fork(nodes, min_nodes)) as parts:
+    with _beside(lambda: _parts(in_child(), profile), _worth_a_fork(nodes, min_nodes)) as parts:
         built.append(build())
         yield built[0], _once(lambda: _assembled(built[0], profile, parts))
+
+
+@contextmanager
+def step_problem_and_bounds(
+    graph: Any,
+    profile: Any,
+    *,
+    memory: bool = True,
+    read_ahead: Any = None,
+    min_nodes: int = MIN_NODES,
+) -> Iterator[tuple[SchedulingProblem, Bounds]]:
+    """`problem_and_bounds_beside` for a decode graph, as `schedule` runs its step: the
+    problem `problem_from_graph` makes of it here (within L2 with `memory`, by the
+    `read_ahead` rule), its hardware problem in the child (0.79x the build at 8191)."""
+    with problem_and_bounds_beside(
+        lambda: problem_from_graph(graph, profile, memory=memory, read_ahead=read_ahead),
+        profile,
+        nodes=len(graph),
+        min_nodes=min_nodes,
+        build_hardware=lambda: problem_from_graph(graph, profile, memory=memory, hardware=True),
+    ) as pair:
+        yield pair
 
 
 def _parts(problem: SchedulingProblem, profile: Any) -> Iterator[dict[str, Any]]:

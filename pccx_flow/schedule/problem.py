@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 import networkx as nx
 
-from pccx_flow.errors import GraphError, ProfileError
+from pccx_flow.errors import GraphError, InputError, ProfileError
 from pccx_flow.schedule.model import Lane
 
 Node = Hashable
@@ -610,6 +610,7 @@ def problem_from_graph(
     *,
     memory: bool = False,
     read_ahead: Mapping[str, Any] | None = None,
+    hardware: bool = False,
 ) -> SchedulingProblem:
     """The scheduling problem of a decode graph on a hardware profile.
 
@@ -624,10 +625,14 @@ def problem_from_graph(
     (``problem.admit``) and a capacity of KV tile slots (`readahead.KV_SLOTS`).
     `read_ahead` names another rule (`readahead.read_ahead_of`;
     `benchmarks/bench_read_ahead.py`, `benchmarks/bench_gap.py`): ``{"rule": "fixed"}``,
-    the fixed rules, with their keywords, or the stream rule's keywords.
+    the fixed rules, with their keywords, or the stream rule's keywords. With `hardware`
+    no read-ahead rule is applied: the problem `SchedulingProblem.without_order_edges`
+    makes of it (the one its lower bounds are about), without building the rule first.
     """
     from pccx_flow.hardware.cost import cycles_of, node_resources
 
+    if hardware and read_ahead is not None:
+        raise InputError("a hardware problem has no read-ahead rule: give one or the other")
     if isinstance(profile, str):
         from pccx_flow.hardware.profile import load_profile
 
@@ -660,7 +665,10 @@ def problem_from_graph(
 
         capacities = decode_capacities(profile)
         holds = decode_holds(graph, capacities)
-        order_edges, admit, slots = read_ahead_of(graph, read_ahead, l2_bytes=capacities[L2])
+        if not hardware:
+            order_edges, admit, slots = read_ahead_of(
+                graph, read_ahead, l2_bytes=capacities[L2]
+            )
         if slots:  # KV tile slots: each read holds one (`readahead.KV_SLOTS`)
             count, nbytes = slots
             capacities[KV_SLOTS] = count * nbytes

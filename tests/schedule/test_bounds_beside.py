@@ -172,6 +172,27 @@ def test_the_child_builds_its_own_problem_and_sends_its_bounds(
     assert len(list(tmp_path.glob("built-in-*"))) == 1  # and one in the child
 
 
+def test_the_step_s_child_builds_the_hardware_problem_and_sends_the_problem_s_bounds(
+    tiny_graph, two_cores, monkeypatch
+):
+    graph, profile = tiny_graph
+    expected = step_bounds(problem_from_graph(graph, profile, memory=True), profile)
+    calls, parent = _in_parent(monkeypatch), os.getpid()
+    read, real_read = multiprocessing.Queue(), beside.problem_from_graph
+
+    def recorded(*args, **kwargs):
+        if os.getpid() != parent:
+            read.put(kwargs.get("hardware", False))
+        return real_read(*args, **kwargs)
+
+    monkeypatch.setattr(beside, "problem_from_graph", recorded)
+    with beside.step_problem_and_bounds(graph, profile, min_nodes=0) as (problem, bounds):
+        assert problem.order_edges and problem.admit  # here: as `schedule` makes it
+        assert bounds() == expected
+    assert calls == []  # the chains came from the child, which built the hardware problem
+    assert read.get(timeout=10) is True and read.empty()
+
+
 @CHILD_FAILURES
 def test_a_failed_child_leaves_the_bounds_of_the_parents_own_problem(
     tiny_graph, two_cores, monkeypatch, child_does

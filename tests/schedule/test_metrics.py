@@ -376,3 +376,50 @@ def test_no_bound_exceeds_a_valid_schedule_made_without_the_l2_limit(profile_nam
             capacity = name.startswith(("residency:", "capacity_chain:"))
             ref = within if capacity else unlimited
             assert cycles <= ref.makespan, (policy, name, cycles, ref.makespan)
+
+
+def _in_another_topological_order(graph: nx.DiGraph, seed: int) -> nx.DiGraph:
+    """`graph` with its nodes (and edges) listed in a random topological order."""
+    import random
+
+    rng = random.Random(seed)
+    waiting = {n: graph.in_degree(n) for n in graph}
+    ready, order = [n for n, d in waiting.items() if d == 0], []
+    while ready:
+        n = ready.pop(rng.randrange(len(ready)))
+        order.append(n)
+        for s in graph.succ[n]:
+            waiting[s] -= 1
+            if not waiting[s]:
+                ready.append(s)
+    out = nx.DiGraph()
+    out.graph.update(graph.graph)
+    out.add_nodes_from((n, graph.nodes[n]) for n in order)
+    edges = [(u, v, graph.edges[u, v]) for v in order for u in graph.pred[v]]
+    rng.shuffle(edges)
+    out.add_edges_from(edges)
+    return out
+
+
+@pytest.mark.parametrize("profile_name", ["v002-spec", "v002-as-built"])
+def test_the_bounds_do_not_depend_on_the_order_the_nodes_are_listed_in(profile_name):
+    """A bound is a number of the DAG, whatever topological order its problem walks: the
+    bounds' child computes them on the hardware problem, whose order the read-ahead edges
+    did not move (`problem_from_graph(..., hardware=True)`), and must send the numbers the
+    problem as `schedule` makes it has."""
+    from pccx_flow.graph.build import build_decode_graph
+    from pccx_flow.model.config import get_config
+    from pccx_flow.schedule.metrics import step_bounds
+
+    profile = load_profile(profile_name)
+    graph = build_decode_graph(get_config("tiny"), position=31, profile=profile)
+    limited = problem_from_graph(graph, profile, memory=True)
+    expected = step_bounds(limited, profile)
+    hardware = problem_from_graph(graph, profile, memory=True, hardware=True)
+    assert hardware.order != limited.order
+    assert step_bounds(hardware, profile) == expected
+    for seed in range(3):
+        shuffled = _in_another_topological_order(graph, seed)
+        problem = problem_from_graph(shuffled, profile, memory=True)
+        assert problem.order != limited.order
+        assert step_bounds(problem, profile) == expected

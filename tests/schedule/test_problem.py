@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pccx_flow.errors import GraphError, ProfileError
+from pccx_flow.errors import GraphError, InputError, ProfileError
 from pccx_flow.hardware.cost import node_cycles, node_resources
 from pccx_flow.hardware.profile import load_profile
 from pccx_flow.schedule.model import Lane
@@ -213,6 +213,38 @@ def test_without_order_edges_keeps_everything_but_the_order_only_edges():
         assert set(bare.succs[n]) == set(graph.successors(n))
     assert step_bounds(bare, profile) == step_bounds(limited, profile)
     assert bare.without_order_edges() is bare
+
+
+@pytest.mark.parametrize("profile_name", ["v002-spec", "v002-as-built"])
+def test_the_hardware_problem_built_directly_is_the_one_without_order_edges(profile_name):
+    """`problem_from_graph(..., hardware=True)` skips the read-ahead rule and gives what
+    `without_order_edges` makes of the problem within L2 (the bounds' child builds it)."""
+    from pccx_flow.graph.build import build_decode_graph
+    from pccx_flow.model.config import get_config
+
+    profile = load_profile(profile_name)
+    graph = build_decode_graph(get_config("tiny"), position=40, profile=profile)
+    limited = problem_from_graph(graph, profile, memory=True)
+    bare, direct = limited.without_order_edges(), problem_from_graph(
+        graph, profile, memory=True, hardware=True
+    )
+    assert limited.order_edges and limited.order != direct.order  # the rule's edges moved it
+    for field in ("order", "preds", "succs", "graph_preds", "costs", "resources", "pools",
+                  "capacities", "demands", "holds", "admit", "order_edges", "order_capacities",
+                  "lanes", "name"):  # fmt: skip
+        assert getattr(direct, field) == getattr(bare, field), field
+    assert direct.source is graph
+    # without L2 there is no rule to skip: the same problem either way
+    plain = problem_from_graph(graph, profile)
+    assert problem_from_graph(graph, profile, hardware=True).order == plain.order
+
+
+def test_a_hardware_problem_takes_no_read_ahead_rule():
+    graph = nx.DiGraph()
+    graph.add_node("a", lane_class="host", op="HOST")
+    with pytest.raises(InputError, match="no read-ahead rule"):
+        problem_from_graph(graph, "v002-spec", memory=True, hardware=True,
+                           read_ahead={"rule": "fixed"})  # fmt: skip
 
 
 def test_without_order_edges_drops_a_reader_only_an_order_edge_made():
