@@ -13,22 +13,24 @@ and its share of the work saves about that wait. The child's parts are JSON, a f
 and integers; nothing it sends is unpickled (`pccx_flow.schedule.sandbox`, which runs
 plugins the same way).
 
-`bounds_beside` forks once the problem is built: the child inherits it. `schedule` uses
-`problem_and_bounds_beside`, which forks before: the child builds the problem itself from
-the same graph while the parent does. A page the two processes share is copied when
-either first writes to it (a reference count changing is a write), and a problem built
-before the fork is shared whole; built after it, in a new process, each problem gets
-pages of its own. At position 8191 the `schedule` command took 0.95x its wall time
-(imports included; 10 alternated pairs, with `heft` and with `critical-path`) and 1.11x
-its CPU time; the step in fresh processes 0.96x on `v002-spec` and 0.97x on
-`v002-as-built` (`benchmarks/bench_speed_against.py`, 8 pairs). In a process that built
-and freed a step before, the new problem lands in pages that were there before the fork,
-and the gain is gone (1.00x).
+`bounds_beside` forks once the problem is built: the child inherits it.
+`problem_and_bounds_beside` forks before: the child builds a problem itself from the
+same graph while the parent does; `schedule` has it build the hardware problem
+(`step_problem_and_bounds`), which has the same bounds and costs less to build. A page
+the two processes share is copied when either first writes to it (a reference count
+changing is a write), and a problem built before the fork is shared whole; built after
+it, in a new process, each problem gets pages of its own. At position 8191 the
+`schedule` command took 0.95x its wall time (imports included; 10 alternated pairs, with
+`heft` and with `critical-path`) and 1.11x its CPU time; the step in fresh processes
+0.96x on `v002-spec` and 0.97x on `v002-as-built` (`benchmarks/bench_speed_against.py`,
+8 pairs). In a process that built and freed a step before, the new problem lands in
+pages that were there before the fork, and the gain is gone (1.00x).
 
 Nothing depends on the child: if it cannot start, dies or sends anything but a result, the
 parent computes the parts it lacks itself when the bounds are asked for, with the same
-functions on its own problem, so the numbers are the same and an error in them is raised
-where it always was. A small problem (below `MIN_NODES`) or a single usable core is
+functions on its own problem, so the numbers are the same (the bounds depend neither on
+the read-ahead rule nor on the node order) and an error in them is raised where it
+always was. A small problem (below `MIN_NODES`) or a single usable core is
 computed in-process from the start: there the fork costs more than it saves.
 """
 
