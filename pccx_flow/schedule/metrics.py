@@ -519,7 +519,7 @@ def memory_metrics(schedule: Schedule, problem: SchedulingProblem) -> dict[str, 
     if not problem.capacities:
         return {}
     out: dict[str, Any] = {}
-    series = occupancies(schedule, problem, problem.capacities)
+    series = occupancies(schedule, problem, problem.capacities, reuse=True)  # validated
     span = schedule.makespan  # a pass over every slot: asked once
     for cap, size in problem.capacities.items():
         stats = occupancy_stats(series[cap], span)

@@ -117,8 +117,8 @@ def validate_schedule(schedule: Schedule, problem: SchedulingProblem) -> None:
                     )
 
     # 6. capacities: each one's occupancy over time (`memory.occupancies`, what the memory
-    #    metrics report; no policy or timeline uses it)
-    for cap, series in occupancies(schedule, problem, problem.capacities).items():
+    #    metrics report; no policy or timeline uses it), computed here and kept for them
+    for cap, series in occupancies(schedule, problem, problem.capacities, keep=True).items():
         size = problem.capacities[cap]
         for t, level in series:
             if level > size:

@@ -317,6 +317,41 @@ def test_each_capacity_is_counted_on_its_own():
     validate_schedule(Schedule("hand", "none", p.lanes, apart), p)
 
 
+def test_the_validated_occupancy_is_reused_only_for_the_very_same_slots(monkeypatch):
+    """The metrics reuse the occupancy the validator kept for the same slot objects, holds
+    and capacities; a changed slot, another problem or a second ask computes it again, and
+    the validator never reuses one (it finds the overflow a kept answer would hide)."""
+    from pccx_flow.schedule import memory
+
+    g = nx.DiGraph([("a", "b")])
+    p = SchedulingProblem(g, [Lane("x0", "cpu")], {"a": {"x0": 3}, "b": {"x0": 2}},
+                          capacities={L2: 100}, demands={"a": {L2: 64}})  # fmt: skip
+    slots = {"a": Slot("a", "x0", 0, 3), "b": Slot("b", "x0", 3, 5)}
+    schedule = Schedule("hand", "none", p.lanes, dict(slots))
+    kept = occupancies(schedule, p, (L2,), keep=True)
+    assert occupancies(schedule, p, (L2,), reuse=True) is kept  # the same answer object
+    assert occupancies(schedule, p, (L2,), reuse=True) is not kept  # used up: computed
+    later = Schedule("hand", "none", p.lanes, dict(slots, b=Slot("b", "x0", 5, 7)))
+    occupancies(schedule, p, (L2,), keep=True)
+    assert occupancies(later, p, (L2,), reuse=True) == {L2: [(0, 64), (7, 0)]}
+    same = SchedulingProblem(g, p.lanes, p.costs, capacities={L2: 100}, demands={"a": {L2: 64}})
+    again = occupancies(schedule, p, (L2,), keep=True)
+    assert occupancies(schedule, same, (L2,), reuse=True) is not again
+    # a kept answer that says the schedule fits, where it does not: the validator computes
+    small = SchedulingProblem(g, p.lanes, p.costs, capacities={L2: 32}, demands={"a": {L2: 64}})
+    small_schedule = Schedule("hand", "none", p.lanes, dict(slots))
+    occupancies(small_schedule, small, (L2,), keep=True)
+    monkeypatch.setattr(memory, "_last_kept", memory._last_kept[:-1] + ({L2: [(0, 0)]},))
+    with pytest.raises(ScheduleError, match="'l2' holds 64 bytes"):
+        validate_schedule(small_schedule, small)
+    # and the metrics after a validation take what it computed: one pass for the two
+    passes, real = [], memory._occupancies
+    monkeypatch.setattr(memory, "_occupancies", lambda *a: passes.append(1) or real(*a))
+    validate_schedule(schedule, p)
+    assert memory_metrics(schedule, p)["l2_peak_bytes"] == 64
+    assert len(passes) == 1
+
+
 def test_memory_metrics_peak_mean_and_wait():
     t = place_all(two_pairs(100), PAIRS_ORDER)
     m = memory_metrics(t.to_schedule("t", "none"), t.problem)
