@@ -34,20 +34,26 @@ def vec_len(vec: Vec) -> int:
 class GraphWriter:
     """Owns the graph being built and the map tensor name -> writing node.
 
-    On a plain `networkx.DiGraph` (what the builders make) `add` fills the graph's
-    dict-of-dicts itself, as DiGraph's docstring lays it out (its ``_node``, ``_succ`` and
-    ``_pred`` dicts; one edge dict shared by both ends): ``add_node`` copies a node's
-    fifteen attributes into a new dict and ``add_edges_from`` copies each edge dict and
-    checks both ends again, a fifth of building a long-context step (31k nodes at 8191:
-    0.81x the build time alternated in one process). Any other graph class (its own dict
-    factories) goes through the public methods. Both give the same graph, nodes,
-    attributes and edges in the same order (`tests/graph/test_emit.py`).
+    On a plain `networkx.DiGraph` (what the builders make) `add` fills the dicts NetworkX
+    keeps the graph in itself, in the dict-of-dicts layout DiGraph's docstring describes
+    (private names: ``_node``, ``_succ`` and ``_pred``; one edge dict shared by both
+    ends): ``add_node`` copies a node's fifteen attributes into a new dict and
+    ``add_edges_from`` copies each edge dict and checks both ends again, a fifth of
+    building a long-context step (31k nodes at 8191: 0.81x the build time alternated in
+    one process). Any other graph class (its own dict factories), or a NetworkX whose
+    graph lacks those dicts, goes through the public methods. Both give the same graph,
+    nodes, attributes and edges in the same order (`tests/graph/test_emit.py`).
     """
 
     def __init__(self, graph: nx.DiGraph) -> None:
         self.graph = graph
         self.writer: dict[str, str] = {}
-        self._direct = type(graph) is nx.DiGraph
+        self._direct = (
+            type(graph) is nx.DiGraph
+            and getattr(graph, "_succ", None) is getattr(graph, "_adj", False)
+            and isinstance(getattr(graph, "_pred", None), dict)
+            and isinstance(getattr(graph, "_node", None), dict)
+        )
         if self._direct and getattr(graph, "__networkx_cache__", None):
             graph.__networkx_cache__.clear()  # nothing converted from it stays stale
 
