@@ -1,8 +1,8 @@
 """The long-context step's wall time by stage, as medians over repeated runs in one process.
 
-`bench_gap.py` times each stage once per point, beside everything else it runs; on a noisy
-machine one run says little. This builds the E4B step at one position per profile and
-times, `--runs` times each: the step as `schedule` runs it (*as schedule*: the graph,
+`bench_gap.py` times each stage once per point, beside everything else it runs; on a
+noisy machine one run says little. This builds the E4B step at one position per profile
+and times, `--runs` times each: the step as `schedule` runs it (*as schedule*: the graph,
 then the problem, the policy and the metrics with the bounds in a child forked before the
 problem is built, which builds the hardware problem, `step_problem_and_bounds`; with a
 package from before it, `bench_speed_against.py`, the child builds the same problem,
@@ -11,11 +11,12 @@ package from before it, `bench_speed_against.py`, the child builds the same prob
 this one, each stage on its own: building the graph, the problem within L2, the bounds
 `schedule` prints (`step_bounds`), `heft` with its validation (and that validation timed
 again alone, *validate*: `heft` less it is the policy alone), `critical-path` (the
-default policy) with its validation, and the schedule's other metrics
-(`schedule_metrics` given the bounds). The cyclic collector is paused during each part
-as `schedule` pauses it, and what a run made is collected before the next. *in turn*
-adds graph, problem, bounds, heft and metrics. The profiles' runs alternate, so the
-`heft` ratio is taken pair by pair while the machine's speed drifts (target: `heft` on
+default policy) with its validation, and the schedule's other metrics (`schedule_metrics`
+given the bounds, after `heft`'s validation as in `schedule`: the occupancy the
+validation computed is reused). The cyclic collector is paused during each part as
+`schedule` pauses it, and what a run made is collected before the next. *in turn* adds
+graph, problem, bounds, heft and metrics. The profiles' runs alternate, so the `heft`
+ratio is taken pair by pair while the machine's speed drifts (target: `heft` on
 `v002-as-built` within 1.5x of its `v002-spec` time).
 
 Between processes this machine's speed drifts by tens of percent, more than most changes
@@ -105,9 +106,10 @@ def one_run(profile_name: str, position: int) -> dict[str, float]:
         schedule, h_s = _timed(run_on_problem, policy, problem, label="heft",
                                profile=profile.name)  # fmt: skip
         _, v_s = _timed(validate_schedule, schedule, problem)
+        # right after a validation of the schedule, as `schedule` asks for them
+        _, m_s = _timed(schedule_metrics, schedule, problem, profile, bounds=bounds)
         _, c_s = _timed(run_on_problem, make_policy("critical-path"), problem,
                         label="critical-path", profile=profile.name)  # fmt: skip
-        _, m_s = _timed(schedule_metrics, schedule, problem, profile, bounds=bounds)
     del graph, problem, schedule
     gc.collect()
     return dict(zip(STAGES, (g_s, p_s, b_s, h_s, v_s, c_s, m_s, as_s), strict=True))
