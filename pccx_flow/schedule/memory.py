@@ -34,6 +34,7 @@ Two jobs, both on plain data:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Hashable, Iterable
 from operator import is_
 from typing import Any
@@ -146,7 +147,7 @@ def occupancy(schedule: Any, problem: Any, capacity: str) -> list[tuple[int, int
 
 
 # The last answer `occupancies(..., keep=True)` gave, with what it was computed from: the
-# holds, the capacities, and the schedule's nodes and slots as objects (`_kept`).
+# schedule (weakly), the holds, the capacities, and its nodes and slots as objects (`_kept`).
 _last_kept: tuple | None = None
 
 
@@ -162,12 +163,14 @@ def occupancies(
 
     `run_on_problem`'s validation asks with `keep` and the memory metrics of the same
     schedule next with `reuse` (the pass is a fifth of the metrics at 8191): a kept
-    answer is reused only when the schedule still maps the same nodes to the very same
-    slot objects (slots are immutable named tuples, so a schedule whose slots changed
-    has others), in the same order, against the same holds and capacities; else it is
-    computed again. The validator itself never reuses one, and a reuse lets the kept
-    answer go (one schedule's is kept at most, until the next `keep`). Treat the answer
-    as read-only.
+    answer is reused only for the same schedule object that still maps the same nodes
+    to the very same slot objects (slots are immutable named tuples, so a schedule whose
+    slots changed has others), in the same order, against the same holds and
+    capacities; else it is computed again. The validator itself never reuses one. One
+    answer is kept at most, and let go when it is reused, when another is kept, or when
+    its schedule is freed: kept past its schedule in a long-running process, it pinned
+    the memory of a whole step (the next step's heft ran 1.08x in `bench_speed.py`).
+    Treat the answer as read-only.
     """
     global _last_kept
     capacities = tuple(capacities)
@@ -178,17 +181,29 @@ def occupancies(
     out = _occupancies(schedule, problem, capacities)
     if keep:
         slots = schedule.slots
-        _last_kept = (problem.holds, capacities, tuple(slots), tuple(slots.values()), out)
+        kept = (weakref.ref(schedule), problem.holds, capacities, tuple(slots),
+                tuple(slots.values()), out)  # fmt: skip
+        _last_kept = kept
+        weakref.finalize(schedule, _let_go, id(kept))
     return out
+
+
+def _let_go(kept_id: int) -> None:
+    """Forget the kept answer if it is still the one of the schedule just freed (an id
+    reused since can only make a later reuse compute again)."""
+    global _last_kept
+    if id(_last_kept) == kept_id:
+        _last_kept = None
 
 
 def _kept(kept: tuple, schedule: Any, problem: Any, capacities: tuple[str, ...]) -> bool:
     """Whether `kept` (`_last_kept`) was computed from this schedule's slots, these holds
     and these capacities."""
-    holds, caps, nodes, slots, _ = kept
+    ref, holds, caps, nodes, slots, _ = kept
     now = schedule.slots
     return (
-        holds is problem.holds
+        ref() is schedule
+        and holds is problem.holds
         and caps == capacities
         and len(nodes) == len(now)
         and all(map(is_, nodes, now))

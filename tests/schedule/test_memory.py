@@ -318,9 +318,10 @@ def test_each_capacity_is_counted_on_its_own():
 
 
 def test_the_validated_occupancy_is_reused_only_for_the_very_same_slots(monkeypatch):
-    """The metrics reuse the occupancy the validator kept for the same slot objects, holds
-    and capacities; a changed slot, another problem or a second ask computes it again, and
-    the validator never reuses one (it finds the overflow a kept answer would hide)."""
+    """The metrics reuse the occupancy the validator kept for the same schedule, slot
+    objects, holds and capacities; a changed slot, another schedule or problem, or a second
+    ask computes it again; a freed schedule's answer is let go; and the validator never
+    reuses one (it finds the overflow a kept answer would hide)."""
     from pccx_flow.schedule import memory
 
     g = nx.DiGraph([("a", "b")])
@@ -331,9 +332,18 @@ def test_the_validated_occupancy_is_reused_only_for_the_very_same_slots(monkeypa
     kept = occupancies(schedule, p, (L2,), keep=True)
     assert occupancies(schedule, p, (L2,), reuse=True) is kept  # the same answer object
     assert occupancies(schedule, p, (L2,), reuse=True) is not kept  # used up: computed
-    later = Schedule("hand", "none", p.lanes, dict(slots, b=Slot("b", "x0", 5, 7)))
     occupancies(schedule, p, (L2,), keep=True)
-    assert occupancies(later, p, (L2,), reuse=True) == {L2: [(0, 64), (7, 0)]}
+    schedule.slots["b"] = Slot("b", "x0", 5, 7)  # the same schedule, one slot changed
+    assert occupancies(schedule, p, (L2,), reuse=True) == {L2: [(0, 64), (7, 0)]}
+    schedule.slots["b"] = slots["b"]
+    kept = occupancies(schedule, p, (L2,), keep=True)
+    twin = Schedule("hand", "none", p.lanes, schedule.slots)  # another schedule, same slots
+    assert occupancies(twin, p, (L2,), reuse=True) is not kept  # computed for it
+    gone = Schedule("hand", "none", p.lanes, dict(slots))
+    occupancies(gone, p, (L2,), keep=True)
+    assert memory._last_kept is not None
+    del gone  # its answer goes with it: nothing of a freed schedule stays pinned
+    assert memory._last_kept is None
     same = SchedulingProblem(g, p.lanes, p.costs, capacities={L2: 100}, demands={"a": {L2: 64}})
     again = occupancies(schedule, p, (L2,), keep=True)
     assert occupancies(schedule, same, (L2,), reuse=True) is not again
