@@ -103,8 +103,11 @@ def run(args: argparse.Namespace) -> int:
         proofs = check_graph(graph)
         bar.update()
         bar.set_description("computing lower bounds")
-        # the problem `schedule` solves (within L2), so both name the same binding bound
-        bounds = step_bounds(problem_from_graph(graph, profile, memory=True), profile)
+        # on the problem `schedule` computes its bounds on (the hardware problem within L2,
+        # `bounds_beside.step_problem_and_bounds`), so both name the same binding bound
+        bounds = step_bounds(
+            problem_from_graph(graph, profile, memory=True, hardware=True), profile
+        )
         bar.update()
     g = graph.graph
     a, b = g.get("layers", [0, None])

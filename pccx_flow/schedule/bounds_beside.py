@@ -26,12 +26,12 @@ it, in a new process, each problem gets pages of its own. At position 8191 the
 8 pairs). In a process that built and freed a step before, the new problem lands in
 pages that were there before the fork, and the gain is gone (1.00x).
 
-Nothing depends on the child: if it cannot start, dies or sends anything but a result, the
-parent computes the parts it lacks itself when the bounds are asked for, with the same
-functions on its own problem, so the numbers are the same (the bounds depend neither on
-the read-ahead rule nor on the node order) and an error in them is raised where it
-always was. A small problem (below `MIN_NODES`) or a single usable core is
-computed in-process from the start: there the fork costs more than it saves.
+Nothing depends on the child: if it cannot start, dies or sends anything but a result,
+the parent computes the parts it lacks itself when the bounds are asked for, with the
+same functions on a problem of its own (built as the child built it), so the numbers are
+the same and an error in them is raised where it always was. A small problem (below
+`MIN_NODES`) or a single usable core is computed in-process from the start: there the
+fork costs more than it saves.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def bounds_beside(
     is stopped when the body ends, however it ends."""
 
     with _beside(lambda: _parts(problem, profile), _worth_a_fork(len(problem), min_nodes)) as parts:
-        yield _once(lambda: _assembled(problem, profile, parts))
+        yield _once(lambda: _assembled(lambda: problem, profile, parts))
 
 
 @contextmanager
@@ -86,19 +86,29 @@ def problem_and_bounds_beside(
     """``(build(), bounds)``: the problem built here, and a function returning its
     `step_bounds`, which a child forked before the build computes from a problem it builds
     itself (module docstring). `build` must give the same problem in both processes (a
-    problem of `nodes` nodes, for the size test). The child builds `build_hardware`'s
-    problem instead when given: the same problem's hardware problem
-    (`SchedulingProblem.without_order_edges`; `problem_from_graph(..., hardware=True)`),
-    which has the same bounds (they leave the read-ahead's edges, hold-backs and slots
-    out, and the other node order it may have changes none of them) at less cost. The
-    child is stopped when the body ends or the build fails."""
+    problem of `nodes` nodes, for the size test). With `build_hardware` the bounds are
+    those of the problem it builds instead, the same problem's hardware problem
+    (`SchedulingProblem.without_order_edges`; `problem_from_graph(..., hardware=True)`,
+    which skips the read-ahead rule the bounds leave out): the child builds that one, and
+    so does this process for the parts it computes itself (no child, or a failed one), so
+    the numbers never depend on whether the fork worked. (A ``capacity_chain`` bound
+    walks the problem's node order, which the read-ahead edges can change; on every
+    decode step checked the two problems' bounds are the same.) The child is stopped
+    when the body ends or the build fails."""
     built: list[SchedulingProblem] = []
     in_child = build_hardware or build
+
+    def for_bounds() -> SchedulingProblem:  # here, only if a part is computed here
+        if build_hardware is None:
+            return built[0]
+        if len(built) < 2:
+            built.append(build_hardware())
+        return built[1]
 
     # the child builds its problem when it starts (`_beside` calls this there)
     with _beside(lambda: _parts(in_child(), profile), _worth_a_fork(nodes, min_nodes)) as parts:
         built.append(build())
-        yield built[0], _once(lambda: _assembled(built[0], profile, parts))
+        yield built[0], _once(lambda: _assembled(for_bounds, profile, parts))
 
 
 @contextmanager
@@ -112,7 +122,8 @@ def step_problem_and_bounds(
 ) -> Iterator[tuple[SchedulingProblem, Bounds]]:
     """`problem_and_bounds_beside` for a decode graph, as `schedule` runs its step: the
     problem `problem_from_graph` makes of it here (within L2 with `memory`, by the
-    `read_ahead` rule), its hardware problem in the child (0.79x the build at 8191)."""
+    `read_ahead` rule), and the bounds of its hardware problem (0.79x the build at 8191),
+    which the child builds."""
     with problem_and_bounds_beside(
         lambda: problem_from_graph(graph, profile, memory=memory, read_ahead=read_ahead),
         profile,
@@ -156,21 +167,24 @@ class _Parts:
         return self.got[k] if k < len(self.got) else None
 
 
-def _assembled(problem: SchedulingProblem, profile: Any, parts: _Parts) -> dict[str, Any]:
-    """`step_bounds` of `problem` from the child's parts and what is computed here (module
-    docstring). Once the chain bounds came the child is on the others and sends them no
-    later than they would be made here: they are waited for. Before, the others are
-    computed here, and then the chain bounds waited for. A part the child never sends is
-    computed here."""
+def _assembled(
+    problem: Callable[[], SchedulingProblem], profile: Any, parts: _Parts
+) -> dict[str, Any]:
+    """`step_bounds` of ``problem()`` (the problem the child computes on, asked for only
+    when a part is computed here) from the child's parts and what is computed here
+    (module docstring). Once the chain bounds came the child is on the others and sends
+    them no later than they would be made here: they are waited for. Before, the others
+    are computed here, and then the chain bounds waited for. A part the child never
+    sends is computed here."""
     chains = parts.get(0, wait=False)
     others = parts.get(1, wait=True) if chains is not None else None
     if others is None:
-        others = step_other_bounds(problem, profile)
+        others = step_other_bounds(problem(), profile)
     if chains is None:
         chains = parts.get(0, wait=True)
     if chains is None:
-        chains = step_chain_bounds(problem)
-    return step_bounds(problem, profile, chains=chains, others=others)
+        chains = step_chain_bounds(problem())
+    return step_bounds(None, profile, chains=chains, others=others)
 
 
 def _once(compute: Bounds) -> Bounds:

@@ -193,6 +193,31 @@ def test_the_step_s_child_builds_the_hardware_problem_and_sends_the_problem_s_bo
     assert read.get(timeout=10) is True and read.empty()
 
 
+@pytest.mark.parametrize("cores", [1, 2], ids=["no child", "a child that fails"])
+def test_without_the_child_the_step_s_bounds_are_the_hardware_problem_s_here(
+    tiny_graph, monkeypatch, cores
+):
+    """The bounds `schedule` prints do not depend on whether the fork worked: what the
+    parent computes itself, it computes on the hardware problem the child would have."""
+    graph, profile = tiny_graph
+    monkeypatch.setattr(beside, "usable_cores", lambda: cores)
+    _in_parent(monkeypatch, lambda: os._exit(3))
+    parent, built, real_read = os.getpid(), [], beside.problem_from_graph
+
+    def recorded(*args, **kwargs):
+        if os.getpid() == parent:
+            built.append(kwargs.get("hardware", False))
+        return real_read(*args, **kwargs)
+
+    monkeypatch.setattr(beside, "problem_from_graph", recorded)
+    hardware = problem_from_graph(graph, profile, memory=True, hardware=True)
+    with beside.step_problem_and_bounds(graph, profile, min_nodes=0) as (problem, bounds):
+        assert built == [False] and problem.order_edges
+        assert bounds() == step_bounds(hardware, profile)
+        assert bounds() == step_bounds(hardware, profile)  # asked again: built once
+    assert built == [False, True]
+
+
 @CHILD_FAILURES
 def test_a_failed_child_leaves_the_bounds_of_the_parents_own_problem(
     tiny_graph, two_cores, monkeypatch, child_does
@@ -314,7 +339,7 @@ def test_the_parent_computes_the_parts_that_did_not_come_the_others_first(
         monkeypatch.setattr(
             beside, name, lambda *a, real=real, name=name: calls.append(name) or real(*a)
         )
-    got = beside._assembled(problem, profile, _FakeParts(calls, parts[:sent]))
+    got = beside._assembled(lambda: problem, profile, _FakeParts(calls, parts[:sent]))
     assert got == expected
     expected_calls = {
         0: [("get", 0, False), "step_other_bounds", ("get", 0, True), "step_chain_bounds"],

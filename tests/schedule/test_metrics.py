@@ -403,10 +403,10 @@ def _in_another_topological_order(graph: nx.DiGraph, seed: int) -> nx.DiGraph:
 
 @pytest.mark.parametrize("profile_name", ["v002-spec", "v002-as-built"])
 def test_the_bounds_do_not_depend_on_the_order_the_nodes_are_listed_in(profile_name):
-    """A bound is a number of the DAG, whatever topological order its problem walks: the
-    bounds' child computes them on the hardware problem, whose order the read-ahead edges
-    did not move (`problem_from_graph(..., hardware=True)`), and must send the numbers the
-    problem as `schedule` makes it has."""
+    """On a decode step the bounds are the same whatever topological order the problem
+    walks (a ``capacity_chain`` bound follows the pass order in general): the hardware
+    problem `schedule` computes them on (`problem_from_graph(..., hardware=True)`, whose
+    order the read-ahead edges did not move) has the bounds of the problem it schedules."""
     from pccx_flow.graph.build import build_decode_graph
     from pccx_flow.model.config import get_config
     from pccx_flow.schedule.metrics import step_bounds
