@@ -34,15 +34,17 @@ def vec_len(vec: Vec) -> int:
 class GraphWriter:
     """Owns the graph being built and the map tensor name -> writing node.
 
-    On a plain `networkx.DiGraph` (what the builders make) `add` fills the dicts NetworkX
-    keeps the graph in itself, in the dict-of-dicts layout DiGraph's docstring describes
-    (private names: ``_node``, ``_succ`` and ``_pred``; one edge dict shared by both
-    ends): ``add_node`` copies a node's fifteen attributes into a new dict and
+    On a plain `networkx.DiGraph` (what the builders make) `add` fills the dicts
+    NetworkX keeps the graph in itself, in the dict-of-dicts layout DiGraph's docstring
+    describes (private names: ``_node``, ``_succ`` and ``_pred``; one edge dict shared
+    by both ends): ``add_node`` copies a node's fifteen attributes into a new dict and
     ``add_edges_from`` copies each edge dict and checks both ends again, a fifth of
     building a long-context step (31k nodes at 8191: 0.81x the build time alternated in
-    one process). Any other graph class (its own dict factories), or a NetworkX whose
-    graph lacks those dicts, goes through the public methods. Both give the same graph,
-    nodes, attributes and edges in the same order (`tests/graph/test_emit.py`).
+    one process). Any other graph class (its own dict factories), a frozen graph or
+    view, or a NetworkX whose graph lacks those dicts goes through the public methods;
+    the writer owns its graph while it builds (nothing else edits or freezes it
+    meanwhile). Both give the same graph, nodes, attributes and edges in the same order
+    (`tests/graph/test_emit.py`).
     """
 
     def __init__(self, graph: nx.DiGraph) -> None:
@@ -50,6 +52,7 @@ class GraphWriter:
         self.writer: dict[str, str] = {}
         self._direct = (
             type(graph) is nx.DiGraph
+            and not nx.is_frozen(graph)  # a frozen graph or a view refuses new nodes
             and getattr(graph, "_succ", None) is getattr(graph, "_adj", False)
             and isinstance(getattr(graph, "_pred", None), dict)
             and isinstance(getattr(graph, "_node", None), dict)
@@ -84,6 +87,8 @@ class GraphWriter:
         graph changes.
         """
         graph = self.graph
+        if nid is None:
+            raise RuntimeError("a node id is None")
         if nid in graph:
             raise RuntimeError(f"duplicate node id {nid}")
         op = KERNEL_OPS[kernel]
@@ -137,11 +142,12 @@ class GraphWriter:
         }
         if self._direct:
             succ = graph._succ
+            into = [(succ[src], e) for src, e in edges.items()]  # each writer is in the graph
             graph._node[nid] = attrs
             succ[nid] = {}
             graph._pred[nid] = edges
-            for src, e in edges.items():
-                succ[src][nid] = e
+            for after, e in into:
+                after[nid] = e
         else:
             graph.add_node(nid, **attrs)
             if edges:

@@ -166,11 +166,13 @@ def occupancies(
     answer is reused only for the same schedule object that still maps the same nodes
     to the very same slot objects (slots are immutable named tuples, so a schedule whose
     slots changed has others), in the same order, against the same holds and
-    capacities; else it is computed again. The validator itself never reuses one. One
-    answer is kept at most, and let go when it is reused, when another is kept, or when
-    its schedule is freed: kept past its schedule in a long-running process, it pinned
-    the memory of a whole step (the next step's heft ran 1.08x in `bench_speed.py`).
-    Treat the answer as read-only.
+    capacities (the slots are read before the answer is computed); else it is computed
+    again. The validator itself never reuses one. One answer is kept at most, and let go
+    at the next ask with `reuse` (reused or not), when another is kept, or when its
+    schedule is freed: kept past its schedule in a long-running process, it pinned the
+    memory of a whole step (the next step's heft ran 1.08x in `bench_speed.py`). A
+    schedule that cannot be weakly referenced keeps nothing. Treat the answer as
+    read-only.
     """
     global _last_kept
     capacities = tuple(capacities)
@@ -178,11 +180,18 @@ def occupancies(
         kept, _last_kept = _last_kept, None
         if kept is not None and _kept(kept, schedule, problem, capacities):
             return kept[-1]
+    seen = None
+    if keep:
+        try:
+            ref = weakref.ref(schedule)
+        except TypeError:  # a duck-typed or slotted schedule: nothing to tie the answer to
+            keep = False
+        else:
+            slots = schedule.slots
+            seen = (ref, problem.holds, capacities, tuple(slots), tuple(slots.values()))
     out = _occupancies(schedule, problem, capacities)
     if keep:
-        slots = schedule.slots
-        kept = (weakref.ref(schedule), problem.holds, capacities, tuple(slots),
-                tuple(slots.values()), out)  # fmt: skip
+        kept = (*seen, out)
         _last_kept = kept
         weakref.finalize(schedule, _let_go, id(kept))
     return out

@@ -81,3 +81,11 @@ def test_filling_a_digraph_directly_builds_the_graph_the_public_methods_build(mo
     assert direct.pred[v][u]["bytes"] == -1
     direct.remove_node(v)
     assert v not in direct.succ[u] and v not in direct
+
+
+def test_a_frozen_graph_is_written_through_the_public_methods_which_refuse_it():
+    graph = nx.freeze(nx.DiGraph())
+    w = GraphWriter(graph)
+    with pytest.raises(nx.NetworkXError, match="Frozen graph"):
+        w.add("a", kernel="gemv", layer=0, block="b", inputs=[], outputs=[("x", (1,))])
+    assert len(graph) == 0 and not w.writer

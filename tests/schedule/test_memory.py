@@ -354,6 +354,12 @@ def test_the_validated_occupancy_is_reused_only_for_the_very_same_slots(monkeypa
     monkeypatch.setattr(memory, "_last_kept", memory._last_kept[:-1] + ({L2: [(0, 0)]},))
     with pytest.raises(ScheduleError, match="'l2' holds 64 bytes"):
         validate_schedule(small_schedule, small)
+    # a schedule that cannot be weakly referenced is validated, and nothing is kept
+    from types import SimpleNamespace
+
+    memory._last_kept = None
+    validate_schedule(SimpleNamespace(slots=dict(slots)), p)
+    assert memory._last_kept is None
     # and the metrics after a validation take what it computed: one pass for the two
     passes, real = [], memory._occupancies
     monkeypatch.setattr(memory, "_occupancies", lambda *a: passes.append(1) or real(*a))
