@@ -28,10 +28,10 @@ pages that were there before the fork, and the gain is gone (1.00x).
 
 Nothing depends on the child: if it cannot start, dies or sends anything but a result,
 the parent computes the parts it lacks itself when the bounds are asked for, with the
-same functions on a problem of its own (built as the child built it), so the numbers are
-the same and an error in them is raised where it always was. A small problem (below
-`MIN_NODES`) or a single usable core is computed in-process from the start: there the
-fork costs more than it saves.
+same functions (the chain bounds on a problem built as the child built its), so the
+numbers are the same and an error in them is raised where it always was. A small problem
+(below `MIN_NODES`) or a single usable core is computed in-process from the start: there
+the fork costs more than it saves.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def bounds_beside(
     is stopped when the body ends, however it ends."""
 
     with _beside(lambda: _parts(problem, profile), _worth_a_fork(len(problem), min_nodes)) as parts:
-        yield _once(lambda: _assembled(lambda: problem, profile, parts))
+        yield _once(lambda: _assembled(problem, profile, parts))
 
 
 @contextmanager
@@ -90,15 +90,17 @@ def problem_and_bounds_beside(
     those of the problem it builds instead, the same problem's hardware problem
     (`SchedulingProblem.without_order_edges`; `problem_from_graph(..., hardware=True)`,
     which skips the read-ahead rule the bounds leave out): the child builds that one, and
-    so does this process for the parts it computes itself (no child, or a failed one), so
-    the numbers never depend on whether the fork worked. (A ``capacity_chain`` bound
-    walks the problem's node order, which the read-ahead edges can change; on every
-    decode step checked the two problems' bounds are the same.) The child is stopped
-    when the body ends or the build fails."""
+    so does this process if it must compute the chain bounds itself (no child, or a
+    failed one), so the numbers never depend on whether the fork worked. A
+    ``capacity_chain`` bound walks the problem's node order, which the read-ahead edges
+    can change (on every decode step checked the two problems' bounds are the same);
+    the other bounds are sums and longest paths over the same holds, costs and data
+    edges, the same on both problems, and are computed here on the problem built here.
+    The child is stopped when the body ends or the build fails."""
     built: list[SchedulingProblem] = []
     in_child = build_hardware or build
 
-    def for_bounds() -> SchedulingProblem:  # here, only if a part is computed here
+    def for_chains() -> SchedulingProblem:  # here, only if the chains are computed here
         if build_hardware is None:
             return built[0]
         if len(built) < 2:
@@ -108,7 +110,7 @@ def problem_and_bounds_beside(
     # the child builds its problem when it starts (`_beside` calls this there)
     with _beside(lambda: _parts(in_child(), profile), _worth_a_fork(nodes, min_nodes)) as parts:
         built.append(build())
-        yield built[0], _once(lambda: _assembled(for_bounds, profile, parts))
+        yield built[0], _once(lambda: _assembled(built[0], profile, parts, for_chains))
 
 
 @contextmanager
@@ -168,23 +170,26 @@ class _Parts:
 
 
 def _assembled(
-    problem: Callable[[], SchedulingProblem], profile: Any, parts: _Parts
+    problem: SchedulingProblem,
+    profile: Any,
+    parts: _Parts,
+    for_chains: Callable[[], SchedulingProblem] | None = None,
 ) -> dict[str, Any]:
-    """`step_bounds` of ``problem()`` (the problem the child computes on, asked for only
-    when a part is computed here) from the child's parts and what is computed here
-    (module docstring). Once the chain bounds came the child is on the others and sends
-    them no later than they would be made here: they are waited for. Before, the others
-    are computed here, and then the chain bounds waited for. A part the child never
-    sends is computed here."""
+    """`step_bounds` of `problem` from the child's parts and what is computed here (module
+    docstring): the chain bounds, if computed here, on ``for_chains()`` when given (the
+    problem the child computes them on). Once the chain bounds came the child is on the
+    others and sends them no later than they would be made here: they are waited for.
+    Before, the others are computed here, and then the chain bounds waited for. A part
+    the child never sends is computed here."""
     chains = parts.get(0, wait=False)
     others = parts.get(1, wait=True) if chains is not None else None
     if others is None:
-        others = step_other_bounds(problem(), profile)
+        others = step_other_bounds(problem, profile)
     if chains is None:
         chains = parts.get(0, wait=True)
     if chains is None:
-        chains = step_chain_bounds(problem())
-    return step_bounds(None, profile, chains=chains, others=others)
+        chains = step_chain_bounds(for_chains() if for_chains is not None else problem)
+    return step_bounds(problem, profile, chains=chains, others=others)
 
 
 def _once(compute: Bounds) -> Bounds:

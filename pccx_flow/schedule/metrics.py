@@ -550,7 +550,7 @@ def step_other_bounds(problem: SchedulingProblem, profile: Any = None) -> dict[s
 
 
 def step_bounds(
-    problem: SchedulingProblem | None,
+    problem: SchedulingProblem,
     profile: Any = None,
     *,
     chains: dict[str, int] | None = None,
@@ -561,7 +561,7 @@ def step_bounds(
     One function for `schedule`'s summary and `check`, so both name the same binding bound.
     `chains` (`step_chain_bounds`) and `others` (`step_other_bounds`) of the same problem
     and profile are taken as given when computed elsewhere
-    (`pccx_flow.schedule.bounds_beside`); with both given, `problem` is not read.
+    (`pccx_flow.schedule.bounds_beside`).
     """
     if others is None:
         others = step_other_bounds(problem, profile)

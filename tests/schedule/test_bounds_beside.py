@@ -339,7 +339,7 @@ def test_the_parent_computes_the_parts_that_did_not_come_the_others_first(
         monkeypatch.setattr(
             beside, name, lambda *a, real=real, name=name: calls.append(name) or real(*a)
         )
-    got = beside._assembled(lambda: problem, profile, _FakeParts(calls, parts[:sent]))
+    got = beside._assembled(problem, profile, _FakeParts(calls, parts[:sent]))
     assert got == expected
     expected_calls = {
         0: [("get", 0, False), "step_other_bounds", ("get", 0, True), "step_chain_bounds"],
