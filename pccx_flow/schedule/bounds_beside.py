@@ -28,7 +28,7 @@ pages that were there before the fork, and the gain is gone (1.00x).
 
 Nothing depends on the child: if it cannot start, dies or sends anything but a result,
 the parent computes the parts it lacks itself when the bounds are asked for, with the
-same functions (the chain bounds on a problem built as the child built its), so the
+same functions (the chain bounds on a problem built as the child built its own), so the
 numbers are the same and an error in them is raised where it always was. A small problem
 (below `MIN_NODES`) or a single usable core is computed in-process from the start: there
 the fork costs more than it saves.
