@@ -36,6 +36,7 @@ the fork costs more than it saves.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -71,7 +72,7 @@ def bounds_beside(
     is stopped when the body ends, however it ends."""
 
     with _beside(lambda: _parts(problem, profile), _worth_a_fork(len(problem), min_nodes)) as parts:
-        yield _once(lambda: _assembled(problem, profile, parts))
+        yield functools.cache(lambda: _assembled(problem, profile, parts))
 
 
 @contextmanager
@@ -97,20 +98,14 @@ def problem_and_bounds_beside(
     the other bounds are sums and longest paths over the same holds, costs and data
     edges, the same on both problems, and are computed here on the problem built here.
     The child is stopped when the body ends or the build fails."""
-    built: list[SchedulingProblem] = []
     in_child = build_hardware or build
-
-    def for_chains() -> SchedulingProblem:  # here, only if the chains are computed here
-        if build_hardware is None:
-            return built[0]
-        if len(built) < 2:
-            built.append(build_hardware())
-        return built[1]
+    # here only if the chain bounds are computed here, and then once
+    for_chains = functools.cache(build_hardware) if build_hardware is not None else None
 
     # the child builds its problem when it starts (`_beside` calls this there)
     with _beside(lambda: _parts(in_child(), profile), _worth_a_fork(nodes, min_nodes)) as parts:
-        built.append(build())
-        yield built[0], _once(lambda: _assembled(built[0], profile, parts, for_chains))
+        problem = build()
+        yield problem, functools.cache(lambda: _assembled(problem, profile, parts, for_chains))
 
 
 @contextmanager
@@ -190,18 +185,6 @@ def _assembled(
     if chains is None:
         chains = step_chain_bounds(for_chains() if for_chains is not None else problem)
     return step_bounds(problem, profile, chains=chains, others=others)
-
-
-def _once(compute: Bounds) -> Bounds:
-    """`compute`, called the first time only; later calls return its first answer."""
-    answer: list[dict[str, Any]] = []
-
-    def bounds() -> dict[str, Any]:
-        if not answer:
-            answer.append(compute())
-        return answer[0]
-
-    return bounds
 
 
 @contextmanager

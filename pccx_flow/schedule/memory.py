@@ -180,21 +180,17 @@ def occupancies(
         kept, _last_kept = _last_kept, None
         if kept is not None and _kept(kept, schedule, problem, capacities):
             return kept[-1]
-    seen = None
-    if keep:
-        try:
-            ref = weakref.ref(schedule)
-        except TypeError:  # a duck-typed or slotted schedule: nothing to tie the answer to
-            keep = False
-        else:
-            slots = schedule.slots
-            seen = (ref, problem.holds, capacities, tuple(slots), tuple(slots.values()))
-    out = _occupancies(schedule, problem, capacities)
-    if keep:
-        kept = (*seen, out)
-        _last_kept = kept
-        weakref.finalize(schedule, _let_go, id(kept))
-    return out
+    if not keep:
+        return _occupancies(schedule, problem, capacities)
+    try:
+        ref = weakref.ref(schedule)
+    except TypeError:  # a duck-typed or slotted schedule: nothing to tie the answer to
+        return _occupancies(schedule, problem, capacities)
+    slots = schedule.slots
+    seen = (ref, problem.holds, capacities, tuple(slots), tuple(slots.values()))
+    kept = _last_kept = (*seen, _occupancies(schedule, problem, capacities))
+    weakref.finalize(schedule, _let_go, id(kept))
+    return kept[-1]
 
 
 def _let_go(kept_id: int) -> None:
