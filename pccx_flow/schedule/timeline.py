@@ -237,42 +237,44 @@ class CapacityLedger:
         """Add `delta` bytes to the step function from `t` on; a breakpoint at `t` is
         added first if missing, with the value the step function has just before t."""
         bt = self._bt  # most changes fall in the last block
-        b = len(bt) - 1 if bt and t >= bt[-1] else bisect_right(bt, t) - 1
+        last = len(bt) - 1
+        b = last if last >= 0 and t >= bt[last] else bisect_right(bt, t) - 1
         if b < 0:
             self._prepend(t)
             b = i = 0
         else:
             times = self._times[b]
-            i = bisect_right(times, t) - 1
+            n = len(times)
+            i = n - 1 if t >= times[n - 1] else bisect_right(times, t) - 1
             if times[i] != t:
                 i += 1
                 raw = self._raw[b]
                 times.insert(i, t)
                 raw.insert(i, raw[i - 1])  # same block, same lazy add: the raw value carries
-                if len(times) > 2 * self.block:
-                    half = len(times) // 2
+                if n >= 2 * self.block:
+                    half = (n + 1) // 2
                     self._split(b, half)
+                    last += 1
                     if i >= half:
                         b, i = b + 1, i - half
-        shift = self._shift
         if i == 0:  # the whole block and every later one
-            shift[b] += delta
+            self._shift[b] += delta
             self._last_lazy += delta
             return
         raw = self._raw[b]
+        block_max = self._max
         if i == len(raw) - 1:  # the block's last point: most changes come at the end
             top = raw[i] = raw[i] + delta
         else:
             suffix = [v + delta for v in raw[i:]]
             raw[i:] = suffix
             top = max(suffix)
-        block_max = self._max
         if top > block_max[b]:  # the largest value rose into the suffix
             block_max[b] = top
         elif top - delta >= block_max[b]:  # the largest value was in the suffix and fell
             block_max[b] = max(raw)
-        if b + 1 < len(shift):
-            shift[b + 1] += delta
+        if b < last:
+            self._shift[b + 1] += delta
             self._last_lazy += delta
 
     # --- the question ---------------------------------------------------------------------
@@ -291,16 +293,14 @@ class CapacityLedger:
         bt = self._bt
         first = bisect_right(bt, after) - 1
         if first < 0:  # before every breakpoint (nothing is held there)
-            first, lo = 0, 0
-        else:
-            lo = bisect_right(self._times[first], after) - 1
+            first = 0
         block_max, shift = self._max, self._shift
         lazy = self._last_lazy
         for b in range(len(bt) - 1, first - 1, -1):
             if block_max[b] + lazy > limit:
                 raw = self._raw[b]
                 over = limit - lazy
-                stop = lo if b == first else 0
+                stop = 0 if b > first or after < bt[0] else bisect_right(self._times[b], after) - 1
                 k = len(raw) - 1
                 while k >= stop and raw[k] <= over:
                     k -= 1
@@ -386,7 +386,8 @@ class Timeline:
         while the other head of the layer before waited for one (cpop and random stopped
         in a memory deadlock). A policy that places nodes in an order of its own may place
         a held node at any time."""
-        ready = [n for n in self.problem.order if not self.problem.preds[n]]
+        preds = self.problem.preds
+        ready = [n for n in self.problem.order if not preds[n]]
         if not self.problem.admit:
             return ready
         if self._initial is None:  # asked once: the nodes it holds back stay held
@@ -457,7 +458,10 @@ class Timeline:
         return node in self.slots
 
     def unplaced(self) -> list[Node]:
-        return [n for n in self.problem.order if n not in self.slots]
+        slots = self.slots  # holds nodes of the problem only (`place`)
+        if len(slots) == len(self.problem.order):
+            return []
+        return [n for n in self.problem.order if n not in slots]
 
     # --- timing questions -----------------------------------------------------------------
 
@@ -541,7 +545,8 @@ class Timeline:
                     best_lane, best_start, best_key = lane, s, key
             return best_lane, best_start
         problem = self.problem
-        t = self.data_ready(node, "")
+        # `data_ready` without comm, inlined: asked for every node of a step
+        t = self.data_ready(node, "") if self._waiting[node] else self._inputs_done[node]
         if not_before > t:
             t = not_before
         ready = t
@@ -630,8 +635,10 @@ class Timeline:
         mine = problem.holds_of.get(node, ())
         if len(mine) == 1 and unread[mine[0]]:  # most nodes: one hold, with readers
             ends[mine[0]] = finish
-            for cap, nbytes in holds[mine[0]].row:
-                ledgers[cap].open(start, nbytes)
+            for cap, nbytes in holds[mine[0]].row:  # bytes > 0 (`Hold`): `open` inlined
+                ledger = ledgers[cap]
+                ledger.open_bytes += nbytes
+                ledger._add_from(start, nbytes)
         elif mine:
             opened: dict[str, int] = {}
             for i in mine:
@@ -644,7 +651,7 @@ class Timeline:
                         ledgers[cap].add_closed(start, finish, nbytes)
             for cap, nbytes in opened.items():
                 ledgers[cap].open(start, nbytes)
-        freed: dict[tuple[str, int], int] = {}  # (capacity, end): bytes
+        freed = None  # {(capacity, end): bytes} of the holds this node was the last reader of
         for i in problem.holds_read_by.get(node, ()):
             if finish > ends[i]:
                 ends[i] = finish
@@ -652,12 +659,17 @@ class Timeline:
             unread[i] = left
             if left:
                 continue
+            if freed is None:
+                freed = {}
             end = ends[i]  # not before the hold's start: its readers start after its node
             for cap, nbytes in holds[i].row:
                 key = (cap, end)
                 freed[key] = freed.get(key, 0) + nbytes
-        for (cap, end), nbytes in freed.items():
-            ledgers[cap].close_at(end, nbytes)
+        if freed is not None:
+            for (cap, end), nbytes in freed.items():  # `close_at` inlined
+                ledger = ledgers[cap]
+                ledger.open_bytes -= nbytes
+                ledger._add_from(end, -nbytes)
 
     # --- placing --------------------------------------------------------------------------
 
@@ -680,38 +692,44 @@ class Timeline:
             ready = floor = None
         if self._memo:
             self._memo.clear()
-        d = self.problem.costs[node][lane]
+        problem = self.problem
+        d = problem.costs[node][lane]
         finish = start + d
         self._lanes[lane].add(start, finish)
-        held = []
-        for pool in self.problem.resources[node]:
-            for inst, busy in self._pools[pool]:
-                if busy.fit(start, d) == start:
-                    busy.add(start, finish)
-                    held.append(inst)
-                    break
-            else:  # pragma: no cover - _fit guarantees a free instance
-                raise ScheduleError(f"no free {pool!r} instance for {node!r} at {start}")
-        slot = Slot(node, lane, start, finish, tuple(held))
-        if self._ledgers and node in self._demands:  # before it is filed: the floor
+        pools = problem.resources[node]
+        if pools:
+            held = []
+            for pool in pools:
+                for inst, busy in self._pools[pool]:
+                    if busy.fit(start, d) == start:
+                        busy.add(start, finish)
+                        held.append(inst)
+                        break
+                else:  # pragma: no cover - _fit guarantees a free instance
+                    raise ScheduleError(f"no free {pool!r} instance for {node!r} at {start}")
+            slot = Slot(node, lane, start, finish, tuple(held))
+        else:
+            slot = Slot(node, lane, start, finish, ())
+        ledgers = self._ledgers
+        if ledgers and node in self._demands:  # before it is filed: the floor
             if ready is None:  # asked for its start
                 ready = max(self.data_ready(node, lane), not_before)
                 floor = self.memory_floor(node, ready)
             if floor > ready:
                 self.memory_wait[node] = floor - ready
         self.slots[node] = slot
-        if self._ledgers:
+        if ledgers:
             self._allocate(node, slot)
         released = []
         waiting, inputs_done = self._waiting, self._inputs_done
-        for s in self.problem.succs[node]:
+        for s in problem.succs[node]:
             if finish > inputs_done[s]:
                 inputs_done[s] = finish
             left = waiting[s] - 1
             waiting[s] = left
             if not left:
                 released.append(s)
-        if self.problem.admit:
+        if problem.admit:
             if node in self._promised_nodes:  # its bytes are held now, not promised
                 self._promised_nodes.discard(node)
                 for cap, nbytes in self._demands.get(node, _NO_DEMAND).items():
@@ -719,7 +737,7 @@ class Timeline:
             elif node in self._withheld:  # placed while held
                 self._withheld.discard(node)
                 self._ready_left += 1
-            elif node in self.problem.admit:  # placed before it was ever withheld (a source,
+            elif node in problem.admit:  # placed before it was ever withheld (a source,
                 self._turn_unready = False  # `initial_ready` not asked): its turn may be over
             self._ready_left -= 1
             if released or self._withheld:

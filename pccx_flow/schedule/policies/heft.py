@@ -23,7 +23,9 @@ class Heft(Policy):
     def schedule(self, problem: SchedulingProblem, timeline: Timeline) -> None:
         rank = upward_rank(problem)
 
+        best_lane = timeline.best_lane
+
         def earliest_finish_lane(node):
-            return timeline.best_lane(node, insertion=True, by="finish")[0]
+            return best_lane(node, True, "finish")[0]  # insertion, by finish
 
         static_priority_schedule(problem, timeline, rank, earliest_finish_lane, insertion=True)
