@@ -161,7 +161,9 @@ class CriticalPath(Policy):
     def schedule(self, problem: SchedulingProblem, timeline: Timeline) -> None:
         level = stall_levels(problem)
 
+        best_lane = timeline.best_lane
+
         def earliest_start_lane(node):
-            return timeline.best_lane(node, insertion=True, by="start")[0]
+            return best_lane(node, True, "start")[0]  # insertion, by start
 
         static_priority_schedule(problem, timeline, level, earliest_start_lane, insertion=True)
