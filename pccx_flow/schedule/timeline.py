@@ -266,12 +266,14 @@ class CapacityLedger:
             return
         raw = self._raw[b]
         block_max = self._max
-        if i == len(raw) - 1:  # the block's last point: most changes come at the end
-            top = raw[i] = raw[i] + delta
-        else:
-            suffix = [v + delta for v in raw[i:]]
-            raw[i:] = suffix
-            top = max(suffix)
+        top = raw[i] = raw[i] + delta
+        if i < len(raw) - 1:  # not the block's last point, where most changes come
+            # a loop over the few points after: a comprehension builds a function and a
+            # list per call (heft at 8191: 1.05x the instructions)
+            for k in range(i + 1, len(raw)):
+                v = raw[k] = raw[k] + delta
+                if v > top:
+                    top = v
         if top > block_max[b]:  # the largest value rose into the suffix
             block_max[b] = top
         elif top - delta >= block_max[b]:  # the largest value was in the suffix and fell
