@@ -300,11 +300,10 @@ class CapacityLedger:
         if first < 0:  # before every breakpoint (nothing is held there)
             first = 0
         block_max, shift = self._max, self._shift
-        lazy = self._last_lazy
+        over = limit - self._last_lazy  # the limit in block b's raw values (its lazy add)
         for b in range(len(bt) - 1, first - 1, -1):
-            if block_max[b] + lazy > limit:
+            if block_max[b] > over:
                 raw = self._raw[b]
-                over = limit - lazy
                 stop = 0 if b > first or after < bt[0] else bisect_right(self._times[b], after) - 1
                 k = len(raw) - 1
                 while k >= stop and raw[k] <= over:
@@ -312,7 +311,7 @@ class CapacityLedger:
                 if k >= stop:  # over the limit on [times[k], next breakpoint)
                     times = self._times[b]
                     return times[k + 1] if k + 1 < len(times) else bt[b + 1]
-            lazy -= shift[b]
+            over += shift[b]
         return after
 
 
