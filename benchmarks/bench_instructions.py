@@ -8,9 +8,11 @@ instead: this runs each side in a fresh interpreter under callgrind with countin
 builds the graph and the problem, switches counting on (``callgrind_control -i on``) for
 the policy alone (a `Timeline` and the policy's ``schedule``; no validation), and off
 again. With PYTHONHASHSEED fixed the count repeats to the instruction, so one run per
-side and policy is enough. An instruction count is a proxy for time, not a time: it does
-not see cache misses or mispredicted branches, so `bench_speed_against.py` still says what
-a change does to seconds. No NPU time is measured.
+side and policy is enough; a digest of each side's schedule says whether the two did
+the same work (a ratio of different schedules is marked). An instruction count is a
+proxy for time, not a time: it does not see cache misses or mispredicted branches, so
+`bench_speed_against.py` still says what a change does to seconds. No NPU time is
+measured.
 
 Needs valgrind (``apt install valgrind``); each run takes about 40 s at position 8191.
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import json
 import os
 import re
@@ -37,6 +40,25 @@ from measure import RESULTS
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 COLLECTED = re.compile(r"Collected\s*:\s*(\d+)")
+CHILD_TIMEOUT_S = 3600  # ~40 s a run at 8191 here
+
+
+def switch_counting(state: str) -> None:
+    """Turn callgrind's counting on or off in this process. `callgrind_control` exits 0
+    even when it found no callgrind task (run without valgrind, or through a wrapper that
+    execs the interpreter), so its answer is read: it ends with "OK." when it took."""
+    done = subprocess.run(["callgrind_control", "-i", state, str(os.getpid())],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    if "OK." not in done.stdout:
+        said = (done.stdout.strip() or done.stderr.strip() or "no answer").splitlines()[0]
+        raise SystemExit(f"callgrind_control could not switch counting {state}: {said}")
+
+
+def schedule_digest(slots: dict) -> str:
+    """A digest of every node's lane, start and finish: the two sides must have made the
+    same schedule for their counts to compare the same work."""
+    rows = sorted((str(n), s.lane, s.start, s.finish) for n, s in slots.items())
+    return hashlib.sha256(repr(rows).encode()).hexdigest()[:16]
 
 
 def child(profile_name: str, position: int, policy_name: str) -> None:
@@ -55,13 +77,13 @@ def child(profile_name: str, position: int, policy_name: str) -> None:
     policy = make_policy(policy_name)
     gc.collect()
     gc.disable()  # no collection counted on one side only
-    pid = str(os.getpid())
-    subprocess.run(["callgrind_control", "-i", "on", pid], check=True, capture_output=True)
+    switch_counting("on")
     timeline = Timeline(problem)
     policy.schedule(problem, timeline)
-    subprocess.run(["callgrind_control", "-i", "off", pid], check=True, capture_output=True)
+    switch_counting("off")
     print(json.dumps({"package": str(Path(pccx_flow.__file__).resolve().parent),
-                      "placed": len(timeline.slots), "nodes": len(problem.order)}))  # fmt: skip
+                      "placed": len(timeline.slots), "nodes": len(problem.order),
+                      "schedule": schedule_digest(timeline.slots)}))  # fmt: skip
 
 
 def count_in(tree: Path, profile: str, position: int, policy: str) -> dict:
@@ -73,18 +95,25 @@ def count_in(tree: Path, profile: str, position: int, policy: str) -> dict:
                 f"--callgrind-out-file={tmp}/callgrind.out", sys.executable, __file__,
                 "--child", "--profile", profile, "--position", str(position),
                 "--policy", policy]  # fmt: skip
-        done = subprocess.run(argv, env=env, cwd=HERE, capture_output=True, text=True)
+        try:
+            done = subprocess.run(argv, env=env, cwd=HERE, capture_output=True, text=True,
+                                  timeout=CHILD_TIMEOUT_S)  # fmt: skip
+        except subprocess.TimeoutExpired:
+            raise SystemExit(f"{policy} under {tree} took over {CHILD_TIMEOUT_S} s") from None
     lines = done.stdout.strip().splitlines()
     found = COLLECTED.search(done.stderr)
-    if done.returncode != 0 or not lines or not found:
-        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+    if done.returncode != 0 or not lines or not found or int(found.group(1)) == 0:
+        # the child's own last line, not valgrind's summary (its lines start with ==pid==)
+        said = [x for x in done.stderr.strip().splitlines() if not x.startswith("==")]
+        last = said[-1] if said else "no instructions counted"
         raise SystemExit(f"{policy} under {tree} failed (exit {done.returncode}): {last}")
     out = json.loads(lines[-1])
     if Path(out["package"]) != (tree / "pccx_flow").resolve():
         raise SystemExit(f"the child ran {out['package']}, not {tree / 'pccx_flow'}")
     if out["placed"] != out["nodes"]:
         raise SystemExit(f"{policy} under {tree} placed {out['placed']} of {out['nodes']} nodes")
-    return {"instructions": int(found.group(1)), "nodes": out["nodes"]}
+    return {"instructions": int(found.group(1)), "nodes": out["nodes"],
+            "schedule": out["schedule"]}  # fmt: skip
 
 
 def compare(rev: str, profile: str, position: int, policies: list[str]) -> dict:
@@ -100,11 +129,13 @@ def compare(rev: str, profile: str, position: int, policies: list[str]) -> dict:
                 "then": then["instructions"],
                 "ratio": now["instructions"] / then["instructions"],
                 "nodes": now["nodes"],
+                "same_schedule": now["schedule"] == then["schedule"],
             }
             print(f"  {policy}: {out[policy]['ratio']:.3f}x", file=sys.stderr)
     return {
         "revision": rev,
         "commit": commit,
+        "this_checkout": checkout_state(),
         "profile": profile,
         "position": position,
         "policies": out,
@@ -113,14 +144,25 @@ def compare(rev: str, profile: str, position: int, policies: list[str]) -> dict:
     }
 
 
+def checkout_state() -> str:
+    """This checkout's commit, and whether its package differs from it (uncommitted)."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True).stdout.strip()  # fmt: skip
+    dirty = subprocess.run(["git", "status", "--porcelain", "pccx_flow"], cwd=ROOT,
+                           capture_output=True, text=True).stdout.strip()  # fmt: skip
+    return f"{head[:12]}{' with uncommitted changes' if dirty else ''}"
+
+
 def format_result(r: dict) -> str:
     lines = [
         f"E4B step at position {r['position']} on {r['profile']}: instructions of the policy "
-        f"alone, this checkout against {r['revision']} ({r['commit'][:7]})",
+        f"alone, this checkout ({r['this_checkout']}) against {r['revision']} "
+        f"({r['commit'][:7]})",
         f"  {'policy':<15}{'now':>15}{'then':>15}{'ratio':>8}",
     ]
     for name, x in r["policies"].items():
-        lines.append(f"  {name:<15}{x['now']:>15,}{x['then']:>15,}{x['ratio']:7.3f}x")
+        other = "" if x["same_schedule"] else "  (different schedules: not the same work)"
+        lines.append(f"  {name:<15}{x['now']:>15,}{x['then']:>15,}{x['ratio']:7.3f}x{other}")
     return "\n".join(lines)
 
 

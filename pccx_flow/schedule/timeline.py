@@ -268,8 +268,8 @@ class CapacityLedger:
         block_max = self._max
         top = raw[i] = raw[i] + delta
         if i < len(raw) - 1:  # not the block's last point, where most changes come
-            # a loop over the few points after: a comprehension builds a function and a
-            # list per call (heft at 8191: 1.05x the instructions)
+            # a loop over the few points after: in Python 3.11 a comprehension builds a
+            # function and a list per call (heft at 8191: 1.05x the instructions)
             for k in range(i + 1, len(raw)):
                 v = raw[k] = raw[k] + delta
                 if v > top:
@@ -462,9 +462,7 @@ class Timeline:
         return node in self.slots
 
     def unplaced(self) -> list[Node]:
-        slots = self.slots  # holds nodes of the problem only (`place`)
-        if len(slots) == len(self.problem.order):
-            return []
+        slots = self.slots
         return [n for n in self.problem.order if n not in slots]
 
     # --- timing questions -----------------------------------------------------------------
