@@ -731,16 +731,18 @@ class Timeline:
             waiting[s] = left
             if not left:
                 released.append(s)
-        if problem.admit:
-            if node in self._promised_nodes:  # its bytes are held now, not promised
-                self._promised_nodes.discard(node)
-                for cap, nbytes in self._demands.get(node, _NO_DEMAND).items():
-                    self._promised[cap] -= nbytes
-            elif node in self._withheld:  # placed while held
-                self._withheld.discard(node)
-                self._ready_left += 1
-            elif node in problem.admit:  # placed before it was ever withheld (a source,
-                self._turn_unready = False  # `initial_ready` not asked): its turn may be over
+        admit = problem.admit
+        if admit:
+            if node in admit:  # promised and withheld nodes are admit's (most nodes are not)
+                if node in self._promised_nodes:  # its bytes are held now, not promised
+                    self._promised_nodes.discard(node)
+                    for cap, nbytes in self._demands.get(node, _NO_DEMAND).items():
+                        self._promised[cap] -= nbytes
+                elif node in self._withheld:  # placed while held
+                    self._withheld.discard(node)
+                    self._ready_left += 1
+                else:  # placed before it was ever withheld (a source, `initial_ready` not
+                    self._turn_unready = False  # asked): its turn may be over
             self._ready_left -= 1
             if released or self._withheld:
                 released = self._release(released)
