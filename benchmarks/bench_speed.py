@@ -26,13 +26,17 @@ loaded beside this one: the two run alternately in one process on the same probl
 give the same bounds, and their ratio is taken pair by pair (only for a revision whose
 chains.py runs on today's package; since the capacity pass and the nearest-user chains
 moved to `capacity.py` and `nearest.py`, a revision's chains.py that imports them runs
-today's on both sides). To compare two code bases whole, stage by stage, process by
-process, use `bench_speed_against.py REV`. Wall times are this machine's; no NPU time is
-measured.
+today's on both sides). `--timeline-against REV` does the same for the timeline every
+policy places on (`pccx_flow/schedule/timeline.py`): `heft` and `critical-path` alone, each
+on a `Timeline` of this checkout and one of REV, alternated on one problem, the same
+schedules required. To compare two code bases whole, stage by stage, process by process,
+use `bench_speed_against.py REV`; for a count that does not drift, `bench_instructions.py
+REV`. Wall times are this machine's; no NPU time is measured.
 
     python benchmarks/bench_speed.py                       # position 8191, 5 runs
     python benchmarks/bench_speed.py --position 1023 --runs 7
     python benchmarks/bench_speed.py --runs 7 --chains-against HEAD~1
+    python benchmarks/bench_speed.py --runs 12 --timeline-against e8120dd
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ from pccx_flow.schedule.bounds_beside import bounds_beside  # noqa: E402
 from pccx_flow.schedule.metrics import schedule_metrics, step_bounds  # noqa: E402
 from pccx_flow.schedule.problem import problem_from_graph  # noqa: E402
 from pccx_flow.schedule.registry import make_policy, run_on_problem  # noqa: E402
+from pccx_flow.schedule.timeline import Timeline  # noqa: E402
 from pccx_flow.schedule.validate import validate_schedule  # noqa: E402
 
 try:  # not in a package from before them (`bench_speed_against.py` runs those too)
@@ -177,21 +182,26 @@ def measure(position: int, runs: int) -> dict:
     }
 
 
-def chains_of(rev: str):
-    """The chains module of git revision `rev`, loaded under another name."""
+def module_of(rev: str, path_in_repo: str, name: str):
+    """The module at `path_in_repo` in git revision `rev`, loaded under `name`."""
     root = HERE.parent
     source = subprocess.run(
-        ["git", "show", f"{rev}:pccx_flow/schedule/chains.py"],
+        ["git", "show", f"{rev}:{path_in_repo}"],
         cwd=root, capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "chains_then.py"
+        path = Path(tmp) / f"{name}.py"
         path.write_text(source)
-        spec = importlib.util.spec_from_file_location("chains_then", path)
+        spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module  # its dataclasses look their module up
         spec.loader.exec_module(module)
     return module
+
+
+def chains_of(rev: str):
+    """The chains module of git revision `rev`, loaded under another name."""
+    return module_of(rev, "pccx_flow/schedule/chains.py", "chains_then")
 
 
 def chains_against(rev: str, position: int, runs: int) -> dict:
@@ -221,14 +231,60 @@ def chains_against(rev: str, position: int, runs: int) -> dict:
     return {"revision": rev, "position": position, "runs": runs, "profiles": out}
 
 
-def format_against(r: dict) -> str:
+def _placed_on(timeline_class, policy: str, problem):
+    """A timeline of `timeline_class` with every node placed by `policy`."""
+    timeline = timeline_class(problem)
+    make_policy(policy).schedule(problem, timeline)
+    return timeline
+
+
+def timeline_against(rev: str, position: int, runs: int) -> dict:
+    """Per profile and policy (`heft`, `critical-path`): the policy alone on a `Timeline`
+    of this checkout and on one of `rev` (its timeline.py beside today's package), run
+    alternately `runs` times on one problem, the order flipped each time; the schedules
+    must agree."""
+    then = module_of(rev, "pccx_flow/schedule/timeline.py", "timeline_then")
+    out: dict[str, dict] = {}
+    with collector_paused(collect_after=True):
+        for p in PROFILES:
+            profile = load_profile(p)
+            graph = build_decode_graph("e4b", position=position, profile=profile)
+            problem = problem_from_graph(graph, profile, memory=True)
+            del graph
+            for name in ("heft", "critical-path"):
+                seconds: dict[str, list[float]] = {"now": [], "then": []}
+                sides = [("now", Timeline), ("then", then.Timeline)]
+                for i in range(runs):
+                    placed = {}
+                    for side, timeline_class in sides if i % 2 == 0 else sides[::-1]:
+                        timeline, s = _timed(_placed_on, timeline_class, name, problem)
+                        seconds[side].append(s)
+                        placed[side] = (timeline.slots, timeline.memory_wait)
+                        del timeline
+                    if placed["now"] != placed["then"]:
+                        raise SystemExit(f"{p} {name}: the schedule differs from {rev}'s")
+                    del placed
+                    gc.collect()
+                ratio = _spread([n / t for n, t in zip(seconds["now"], seconds["then"],
+                                                       strict=True)])  # fmt: skip
+                out[f"{p} {name}"] = {
+                    "now_median": statistics.median(seconds["now"]),
+                    "then_median": statistics.median(seconds["then"]),
+                    **dict(zip(("ratio_median", "ratio_min", "ratio_max"), ratio, strict=True)),
+                }
+            del problem
+            gc.collect()
+    return {"revision": rev, "position": position, "runs": runs, "profiles": out}
+
+
+def format_against(r: dict, what: str = "chain_bounds", same: str = "same bounds") -> str:
     lines = [
-        f"chain_bounds at position {r['position']}, this checkout against {r['revision']}, "
-        f"alternated {r['runs']} times in one process (same bounds):"
+        f"{what} at position {r['position']}, this checkout against {r['revision']}, "
+        f"alternated {r['runs']} times in one process ({same}):"
     ]
     for p, x in r["profiles"].items():
         lines.append(
-            f"  {p:<14} {x['now_median']:.3f} s against {x['then_median']:.3f} s: "
+            f"  {p:<28} {x['now_median']:.3f} s against {x['then_median']:.3f} s: "
             f"{x['ratio_median']:.2f}x ({x['ratio_min']:.2f}-{x['ratio_max']:.2f}x)"
         )
     return "\n".join(lines)
@@ -260,6 +316,11 @@ def main(argv: list[str] | None = None) -> int:
         "--chains-against", metavar="REV",
         help="compare chain_bounds with git revision REV's, alternated in one process",
     )  # fmt: skip
+    parser.add_argument(
+        "--timeline-against", metavar="REV",
+        help="time heft and critical-path on this checkout's Timeline and on REV's, "
+        "alternated in one process",
+    )  # fmt: skip
     parser.add_argument("--as-schedule", metavar="PROFILE", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.as_schedule:  # as_schedule_fresh's child: one step, its seconds on stdout
@@ -273,6 +334,14 @@ def main(argv: list[str] | None = None) -> int:
         out = args.out.with_name("speed_chains.json") if args.out.name == "speed.json" else args.out
         atomic.write_text(out, json.dumps(against, indent=1) + "\n")
         print(format_against(against))
+        print(f"wrote {out}", file=sys.stderr)
+        return 0
+    if args.timeline_against:
+        against = timeline_against(args.timeline_against, args.position, max(1, args.runs))
+        out = (args.out.with_name("speed_timeline.json") if args.out.name == "speed.json"
+               else args.out)  # fmt: skip
+        atomic.write_text(out, json.dumps(against, indent=1) + "\n")
+        print(format_against(against, "the policy alone", "same schedules"))
         print(f"wrote {out}", file=sys.stderr)
         return 0
     result = measure(args.position, max(1, args.runs))
