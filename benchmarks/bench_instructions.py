@@ -8,11 +8,12 @@ instead: this runs each side in a fresh interpreter under callgrind with countin
 builds the graph and the problem, switches counting on (``callgrind_control -i on``) for
 the policy alone (a `Timeline` and the policy's ``schedule``; no validation), and off
 again. With PYTHONHASHSEED fixed the count repeats to the instruction, so one run per
-side and policy is enough; a digest of each side's schedule says whether the two did
-the same work (a ratio of different schedules is marked). An instruction count is a
-proxy for time, not a time: it does not see cache misses or mispredicted branches, so
-`bench_speed_against.py` still says what a change does to seconds. No NPU time is
-measured.
+side and policy is enough (two copies of the same code in two folders differ by ~0.02 %:
+objects land at other addresses, and dicts keyed by `id` probe differently); a digest
+of each side's schedule says whether the two did the same work (a ratio of different
+schedules is marked). An instruction count is a proxy for time, not a time: it does not
+see cache misses or mispredicted branches, so `bench_speed_against.py` still says what a
+change does to seconds. No NPU time is measured.
 
 Needs valgrind (``apt install valgrind``); each run takes about 40 s at position 8191.
 
@@ -35,7 +36,7 @@ import tempfile
 from pathlib import Path
 
 from bench_speed_against import export
-from measure import RESULTS
+from measure import RESULTS, write_and_show
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -189,10 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("this benchmark needs valgrind: apt install valgrind")
     result = compare(args.revision, args.profile, args.position, policies)
     out = args.out or RESULTS / f"instructions_{args.profile}.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
-    print(format_result(result))
-    print(f"wrote {out}", file=sys.stderr)
+    write_and_show(out, result, format_result(result))
     return 0
 
 

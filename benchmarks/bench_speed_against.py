@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from measure import last_line_of
+from measure import last_line_of, write_and_show
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -143,10 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     result = compare(args.revision, args.profile, args.position, max(1, args.pairs),
                      max(1, args.steps))  # fmt: skip
     out = args.out or HERE / "results" / f"speed_against_{args.profile}.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
-    print(format_result(result))
-    print(f"wrote {out}", file=sys.stderr)
+    write_and_show(out, result, format_result(result))
     return 0
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import resource
 import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -36,6 +37,15 @@ def write_result(name: str, data: dict) -> Path:
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(data, indent=2) + "\n")
     return out
+
+
+def write_and_show(out: Path, data: dict, table: str) -> None:
+    """Write `data` to `out` (JSON), print `table` and, on stderr, where it went: the
+    end of a comparison script (`bench_speed_against.py`, `bench_instructions.py`)."""
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(data, indent=1) + "\n")
+    print(table)
+    print(f"wrote {out}", file=sys.stderr)
 
 
 def last_line_of(argv: list[str], what: str, env: Mapping[str, str] | None = None) -> str:
