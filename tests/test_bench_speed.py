@@ -1,4 +1,6 @@
-"""The speed benchmark's loader of an earlier chains.py, on a small step."""
+"""The speed benchmarks' helpers: a revision's chains.py or timeline.py loaded beside
+these, a revision exported, the step timed in a fresh interpreter, the instruction
+count's checks."""
 
 from __future__ import annotations
 
@@ -69,3 +71,46 @@ def test_the_step_as_schedule_runs_it_is_timed_in_a_fresh_interpreter(monkeypatc
     assert 0 < seconds < 60
     with pytest.raises(SystemExit, match="unknown hardware profile 'no-such'"):
         bench.as_schedule_fresh("no-such", 0)
+
+
+@pytest.mark.skipif(not _in_git(), reason="needs a git checkout to load a revision's file")
+def test_a_revisions_timeline_loads_beside_this_one_and_places_the_same(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    bench = importlib.import_module("bench_speed")
+    then = bench.module_of("HEAD", "pccx_flow/schedule/timeline.py", "timeline_then")
+    assert then.Timeline is not bench.Timeline and then.__name__ == "timeline_then"
+    profile = load_profile("v002-as-built")
+    problem = problem_from_graph(
+        build_decode_graph("tiny", position=9, profile=profile), profile, memory=True
+    )
+    unchanged = subprocess.run(
+        ["git", "diff", "--quiet", "HEAD", "--", "pccx_flow/schedule/timeline.py"], cwd=ROOT
+    )
+    for policy in ("heft", "critical-path"):
+        now = bench._placed_on(bench.Timeline, policy, problem)
+        old = bench._placed_on(then.Timeline, policy, problem)
+        assert len(now.slots) == len(old.slots) == len(problem.order)
+        if unchanged.returncode == 0:  # the same file: the same schedule
+            assert (now.slots, now.memory_wait) == (old.slots, old.memory_wait)
+
+
+def test_a_schedule_digest_sees_every_lane_start_and_finish(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    bench = importlib.import_module("bench_instructions")
+    from pccx_flow.schedule.model import Slot
+
+    slots = {"a": Slot("a", "x0", 0, 5), "b": Slot("b", "x1", 5, 9)}
+    digest = bench.schedule_digest(slots)
+    assert digest == bench.schedule_digest(dict(reversed(slots.items())))  # order: no
+    assert digest != bench.schedule_digest({**slots, "b": Slot("b", "x1", 6, 10)})
+    assert digest != bench.schedule_digest({**slots, "b": Slot("b", "x0", 5, 9)})
+    assert digest != bench.schedule_digest({**slots, "b": Slot("b", "x1", 5, 10)})
+
+
+@pytest.mark.skipif(shutil.which("callgrind_control") is None, reason="needs valgrind")
+def test_counting_refuses_to_switch_outside_callgrind(monkeypatch):
+    """callgrind_control exits 0 when it finds no callgrind task; the answer is read."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    bench = importlib.import_module("bench_instructions")
+    with pytest.raises(SystemExit, match="could not switch counting on"):
+        bench.switch_counting("on")
