@@ -307,6 +307,15 @@ def format_result(r: dict) -> str:
     return "\n".join(lines)
 
 
+def _write_against(out: Path, name: str, result: dict, table: str) -> None:
+    """Write a comparison's `result` and print its `table`: to `name` beside the stage
+    table when `out` is that table's default (``speed.json``), else to `out`."""
+    path = out.with_name(name) if out.name == "speed.json" else out
+    atomic.write_text(path, json.dumps(result, indent=1) + "\n")
+    print(table)
+    print(f"wrote {path}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--position", type=int, default=8191)
@@ -331,18 +340,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.chains_against:
         against = chains_against(args.chains_against, args.position, max(1, args.runs))
-        out = args.out.with_name("speed_chains.json") if args.out.name == "speed.json" else args.out
-        atomic.write_text(out, json.dumps(against, indent=1) + "\n")
-        print(format_against(against))
-        print(f"wrote {out}", file=sys.stderr)
+        _write_against(args.out, "speed_chains.json", against, format_against(against))
         return 0
     if args.timeline_against:
         against = timeline_against(args.timeline_against, args.position, max(1, args.runs))
-        out = (args.out.with_name("speed_timeline.json") if args.out.name == "speed.json"
-               else args.out)  # fmt: skip
-        atomic.write_text(out, json.dumps(against, indent=1) + "\n")
-        print(format_against(against, "the policy alone", "same schedules"))
-        print(f"wrote {out}", file=sys.stderr)
+        table = format_against(against, "the policy alone", "same schedules")
+        _write_against(args.out, "speed_timeline.json", against, table)
         return 0
     result = measure(args.position, max(1, args.runs))
     atomic.write_text(args.out, json.dumps(result, indent=1) + "\n")
