@@ -152,10 +152,19 @@ class CapacityLedger:
     apart, with suffix maxima per block that every release had to lower back towards
     the step's start: heft at position 8191 takes 0.73-0.80x its time with this one on
     both profiles (the same schedules; the two alternated in one process).
+
+    Two bounds spare most of that work. A block's ``_max`` is at least its largest raw
+    value, not always equal: a fall leaves it high (the rescan of the block is left to a
+    search that finds the block whole under the limit, which sets it exact), and a search
+    only looks into a block whose bound is over the limit, so the answer is the same.
+    ``_peak`` is at least every value the step function has ever held, raised by each
+    positive add: while it is within the limit, so is every moment, and `free_from`
+    answers `after` without a search. At 8191 on `v002-as-built` heft asks 54k times;
+    44.5k are answered so (all 20k of the SFU window's, which never fills there).
     """
 
     __slots__ = ("size", "block", "_bt", "_times", "_raw", "_max", "_shift", "_last_lazy",
-                 "open_bytes")  # fmt: skip
+                 "_peak", "open_bytes")  # fmt: skip
 
     def __init__(self, size: int, block: int = LEDGER_BLOCK) -> None:
         self.size = size
@@ -163,9 +172,10 @@ class CapacityLedger:
         self._bt: list[int] = []  # first time of each block
         self._times: list[list[int]] = []  # per block: breakpoint times
         self._raw: list[list[int]] = []  # per block: values less the block's lazy add
-        self._max: list[int] = []  # per block: the largest raw value
+        self._max: list[int] = []  # per block: at least its largest raw value
         self._shift: list[int] = []  # per block: added to it and every later block
         self._last_lazy = 0  # the last block's lazy add: the sum of every shift
+        self._peak = 0  # at least every value the step function has ever held
         self.open_bytes = 0
 
     # --- the step function as flat lists (for tests and inspection) ----------------------
@@ -264,6 +274,8 @@ class CapacityLedger:
         if i == 0:  # the whole block and every later one
             self._shift[b] += delta
             self._last_lazy += delta
+            if delta > 0:
+                self._raise_peak(b)
             return
         raw = self._raw[b]
         block_max = self._max
@@ -277,11 +289,28 @@ class CapacityLedger:
                     top = v
         if top > block_max[b]:  # the largest value rose into the suffix
             block_max[b] = top
-        elif top - delta >= block_max[b]:  # the largest value was in the suffix and fell
-            block_max[b] = max(raw)
         if b < last:
             self._shift[b + 1] += delta
             self._last_lazy += delta
+            if delta > 0:
+                self._raise_peak(b + 1, top)
+        elif delta > 0 and top + self._last_lazy > self._peak:  # the last block: most adds
+            self._peak = top + self._last_lazy
+
+    def _raise_peak(self, first: int, top: int | None = None) -> None:
+        """Raise `_peak` to the values a positive add left from block `first` on, which
+        rose whole (each block's largest value is at most its `_max` plus its lazy add),
+        and, given `top`, in the block before, which rose in a suffix whose largest raw
+        value is `top`."""
+        lazy, shift, block_max = self._last_lazy, self._shift, self._max
+        peak = self._peak
+        for c in range(len(block_max) - 1, first - 1, -1):
+            if block_max[c] + lazy > peak:
+                peak = block_max[c] + lazy
+            lazy -= shift[c]
+        if top is not None and top + lazy > peak:  # lazy is block first - 1's now
+            peak = top + lazy
+        self._peak = peak
 
     # --- the question ---------------------------------------------------------------------
 
@@ -296,6 +325,8 @@ class CapacityLedger:
         limit = self.size - nbytes
         if self.open_bytes > limit:
             return None  # what the step function holds after its last breakpoint
+        if self._peak <= limit:  # it never held more than the limit
+            return after
         bt = self._bt
         first = bisect_right(bt, after) - 1
         if first < 0:  # before every breakpoint (nothing is held there)
@@ -312,6 +343,8 @@ class CapacityLedger:
                 if k >= stop:  # over the limit on [times[k], next breakpoint)
                     times = self._times[b]
                     return times[k + 1] if k + 1 < len(times) else bt[b + 1]
+                if stop == 0:  # the whole block is under: its bound was stale
+                    block_max[b] = max(raw)
             over += shift[b]
         return after
 

@@ -104,6 +104,7 @@ def test_ledger_free_from_equals_a_scan_of_the_step_function(allocs, nbytes, aft
     ledger = CapacityLedger(150, block=2)  # blocks of 2-4 points: every path of a split
     held: list[list] = []  # [start, end or None while open, bytes]
     pending: list[list] = []  # opened, to be closed after the next allocation
+    peak = 0  # the most bytes held at any moment so far
     for start, length, size, whole, close_later in allocs:
         if whole:
             ledger.add_closed(start, start + length, size)
@@ -123,8 +124,11 @@ def test_ledger_free_from_equals_a_scan_of_the_step_function(allocs, nbytes, aft
             return sum(n for s0, e0, n in held if s0 <= t and (e0 is None or t < e0))
 
         assert ledger.values == [used(t) for t in ledger.times]
-        # each block's largest value, which `free_from` skips blocks by, kept exact
-        assert ledger._max == [max(raw) for raw in ledger._raw]
+        # the bounds `free_from` skips blocks and whole searches by: each block's at least
+        # its largest value, the peak at least every value held so far
+        assert all(top >= max(raw) for top, raw in zip(ledger._max, ledger._raw, strict=True))
+        peak = max(peak, *ledger.values) if ledger.times else peak
+        assert ledger._peak >= peak
     assert ledger.open_bytes == sum(n for _, e0, n in held if e0 is None)
 
     def used_at(t: int) -> int:
