@@ -249,6 +249,38 @@ def test_lazy_dynamic_policies_match_a_plain_loop(problem):
     assert run_policy(problem, policy="dls").slots == plain_dynamic(problem, dls_value)
 
 
+def plain_static(problem, priority):
+    """Place the ready node of highest priority, ties to the earliest in program order,
+    found by a scan of the ready nodes at every step, on its earliest-finish lane."""
+    timeline = Timeline(problem)
+    ready = list(timeline.initial_ready())
+    while ready:
+        node = min(ready, key=lambda n: (-priority[n], problem.index[n]))
+        ready.remove(node)
+        timeline.place(node, timeline.best_lane(node, True, "finish")[0], True)
+        ready.extend(timeline.released(node))
+    return timeline.slots
+
+
+@settings(
+    max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(random_problems(), st.sampled_from(["levels", "coarse", "flat"]))
+def test_static_priority_schedule_matches_a_plain_loop(problem, kind):
+    """The heap of ranks takes the nodes a scan of the ready set would, ties (many with
+    coarse levels, every node with one priority) in program order."""
+    level = bottom_levels(problem)
+    priority = {"levels": level, "flat": dict.fromkeys(level, 1.0),
+                "coarse": {n: float(v // 40) for n, v in level.items()}}[kind]  # fmt: skip
+    timeline = Timeline(problem)
+
+    def lane(n):
+        return timeline.best_lane(n, True, "finish")[0]
+
+    static_priority_schedule(problem, timeline, priority, lane, insertion=True)
+    assert timeline.slots == plain_static(problem, priority)
+
+
 # --- critical-path's stall-weighted levels --------------------------------------------------
 
 
