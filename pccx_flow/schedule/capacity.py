@@ -426,7 +426,7 @@ class ForcedStarts:
         reader); on a decode step the two mostly agree, a head's one chain of Q norm, RoPE
         and scores. One backward pass, in pass order, over the readers' ancestors from the
         earliest of those users on (an earlier node is no such user's descendant)."""
-        index, succs, preds, cost = self.index, self.succs, self.preds, self.pool.cost
+        index, preds, cost = self.index, self.preds, self.pool.cost
         # the full lists are shared (`_latest_users`): each distinct one is read once
         lists = {id(x): x for x in (self._latest_users(r, RELEASE_USERS) for r in holds)}
         users = {u for x in lists.values() for u in x[:TAIL_USERS]}
@@ -441,20 +441,26 @@ class ForcedStarts:
                 if p not in between and index[p] >= first:
                     between.add(p)
                     stack.append(p)
-        pick = max if longest else min
-        chain: dict[Node, int] = {}  # from a node's start to the finish of a reader below
+        # below[x]: the longest (shortest) chain from the start of a successor of x to the
+        # finish of a reader below it. Nodes in reverse pass order: a node's value is final
+        # when reached, and is pushed up its inputs (a node's inputs are few; its
+        # successors may be a whole layer's tiles, most of them not above these readers).
+        below: dict[Node, int] = {}
         for x in sorted(between, key=index.__getitem__, reverse=True):
-            below = pick((chain[q] for q in succs[x] if q in chain), default=None)
-            if x in reader_set and (below is None or not longest):
-                below = 0  # a reader ends a chain (the longest may go on to another reader)
-            if below is not None:
-                chain[x] = cost[x] + below
-        out = {}
-        for u in users:
-            d = pick((chain[q] for q in succs[u] if q in chain), default=None)
-            if d is not None:
-                out[u] = d
-        return out
+            b = below.get(x)
+            if x in reader_set and (b is None or not longest):
+                b = 0  # a reader ends a chain (the longest may go on to another reader)
+            if b is None:
+                continue
+            c = cost[x] + b  # from x's start
+            for p in preds[x]:
+                if p in between:
+                    q = below.get(p)
+                    if q is None or (c > q if longest else c < q):
+                        below[p] = c
+        # every user is in `between` (a reader's ancestor, from `first` on), so it has been
+        # pushed to by each successor with a chain
+        return {u: below[u] for u in users if u in below}
 
     def start_at_least(self, n: Node) -> int:
         """The largest forced start of `n` (0 if none); call once per node, in order."""

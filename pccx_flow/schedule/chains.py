@@ -175,14 +175,8 @@ def chain_bounds(
         to_user, from_user = chains_around(
             problem, {n: i for i, n in enumerate(users)}, cost, preds, succs
         )
-        before = {
-            n: -(-work(anc[n]) // count) + (least_chain(to_user[n]) if anc[n] else 0)
-            for n in problem.order
-        }
-        after = {
-            n: -(-work(desc[n]) // count) + (least_chain(from_user[n]) if desc[n] else 0)
-            for n in problem.order
-        }
+        before = _work_and_chain(problem.order, anc, to_user, work, count)
+        after = _work_and_chain(problem.order, desc, from_user, work, count)
         # The pool work between each node and its near ancestors, shared by the passes.
         # Only entries that can decide a start are kept. Induction on the pass order: every
         # m in reach[x] has start(x) >= finish(m) + gap(m, x). A farther ancestor m of n with
@@ -216,16 +210,17 @@ def chain_bounds(
             else None
             for (_, with_forced), finish in zip(variants, finishes, strict=True)
         ]
+        passes = list(enumerate(zip(finishes, late, strict=True)))
         for n in problem.order:
-            row, own, tail = gaps[n], cost[n], after[n]
-            for v, finish in enumerate(finishes):
-                start = before[n]
+            row, own, tail, first = gaps[n], cost[n], after[n], before[n]
+            for v, (finish, forced_at) in passes:
+                start = first
                 for m, gap in row:
                     t = finish[m] + gap
                     if t > start:
                         start = t
-                if late[v] is not None:
-                    t = late[v].start_at_least(n)
+                if forced_at is not None:
+                    t = forced_at.start_at_least(n)
                     if t > start:
                         start = t
                 f = finish[n] = start + own
@@ -235,4 +230,24 @@ def chain_bounds(
             out[f"{name}:{pool}"] = end
         if pool in problem.pools:
             idle = max(idle, best_end[0] - work_bound)
+    return out
+
+
+def _work_and_chain(order, masks: dict, chains: dict, work, count: int) -> dict[Node, int]:
+    """Per node n, ``ceil(work(masks[n]) / count)`` plus the least chain of ``chains[n]``
+    when ``masks[n]`` has a user (`chain_bounds`' ``before`` and ``after``). The masks of
+    `masks_along` are shared by a node of one input with it: the work is kept per mask
+    object (by id: the masks outlive this call), which spares hashing a long step's mask
+    per node."""
+    by_mask: dict[int, int] = {}
+    out: dict[Node, int] = {}
+    for n in order:
+        m = masks[n]
+        if not m:
+            out[n] = 0
+            continue
+        w = by_mask.get(id(m))
+        if w is None:
+            w = by_mask[id(m)] = -(-work(m) // count)
+        out[n] = w + least_chain(chains[n])
     return out

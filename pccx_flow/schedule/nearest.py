@@ -82,19 +82,22 @@ def _nearest_rows(order, inputs, users, cost) -> dict[Node, tuple[tuple, int]]:
                 row, shift = chains[p]
                 chains[n] = (row, shift + cost[p]) if row else _NO_USER
             continue
-        tops = [b for b in map(users.get, near) if b is not None]
+        d: dict[int, int] = {}  # per nearest user's position, its longest chain to n
         rows: dict[int, tuple[tuple, int]] = {}  # per row object, its largest shift here
         for p in near:
+            b = users.get(p)
+            if b is not None:  # an input that is a user: 0 away
+                d[b] = 0
+                continue
             row, shift = chains[p]
-            if row and p not in users:
+            if row:
                 shift += cost[p]
                 seen = rows.get(id(row))
                 if seen is None or shift > seen[1]:
                     rows[id(row)] = (row, shift)
-        if not tops and len(rows) <= 1:  # one input (the most common), or one row
+        if not d and len(rows) <= 1:  # one input (the most common), or one row
             chains[n] = next(iter(rows.values())) if rows else _NO_USER
             continue
-        d: dict[int, int] = dict.fromkeys(tops, 0)
         floor = inf
         for row, shift in rows.values():
             for x, u in row:

@@ -41,7 +41,9 @@ def masks_along(
             continue
         m = 0
         for q in ins:
-            m |= out[q] | bit.get(q, 0)
+            m |= out[q]
+            if q in bit:  # no `| 0`: it would copy a long step's mask
+                m |= bit[q]
         out[n] = m
     return out
 
