@@ -108,6 +108,8 @@ def static_priority_schedule(
 
     With priorities that fall along every edge (b-level, rank_u) this is exactly the sorted
     list of the papers; the ready set only keeps zero-cost ties from breaking precedence.
+    `priority` must give every node of the problem one (all are ranked before the first
+    is placed), each comparable with the others.
     """
     # Every node's rank in (priority, program order), from one stable sort of the program
     # order by priority: the heap holds ranks, ints, and compares nothing else (heft and
