@@ -221,6 +221,52 @@ EXACT_HOLDS = 16
 TAIL_MERGES = 8
 
 
+def chains_to_readers(
+    users: Iterable[Node],
+    readers: set[Node],
+    preds: dict[Node, tuple[Node, ...]],
+    index: dict[Node, int],
+    cost: dict[Node, int],
+    *,
+    longest: bool,
+) -> dict[Node, int]:
+    """Per user u with a reader below it, the longest (with `longest`) or shortest chain
+    of `cost` from u's finish to the finish of a reader: the most (least) cost along a
+    path of u's descendants that ends at a reader, u itself not counted (`ForcedStarts`'
+    D(u)). `index` is a topological position (the pass order).
+
+    One backward pass over the readers' ancestors from the earliest user on (an earlier
+    node is no user's descendant), in reverse pass order: a node's value is final when it
+    is reached and is pushed up to its inputs, which are few, where its successors may be
+    a whole layer's tiles, most of them not above these readers. Every user is among
+    those ancestors, so it is pushed to by each successor with a chain."""
+    users = set(users)
+    if not users:
+        return {}
+    first = min(index[u] for u in users)
+    between = set(readers)  # the readers' ancestors from `first` on
+    stack = list(readers)
+    while stack:
+        for p in preds[stack.pop()]:
+            if p not in between and index[p] >= first:
+                between.add(p)
+                stack.append(p)
+    below: dict[Node, int] = {}  # from the start of a successor to a reader's finish
+    for x in sorted(between, key=index.__getitem__, reverse=True):
+        b = below.get(x)
+        if x in readers and (b is None or not longest):
+            b = 0  # a reader ends a chain (the longest may go on to another reader)
+        if b is None:
+            continue
+        c = cost[x] + b  # from x's start
+        for p in preds[x]:
+            if p in between:
+                q = below.get(p)
+                if q is None or (c > q if longest else c < q):
+                    below[p] = c
+    return {u: below[u] for u in users if u in below}
+
+
 @dataclass(frozen=True)
 class PoolView:
     """What `ForcedStarts` needs of one pool's pass: its users in pass order, each node's
@@ -424,43 +470,15 @@ class ForcedStarts:
         the shortest chain to any reader of the group below u, a lower bound of every
         hold's D (a hold's longest chain to its own reader is at least the shortest to any
         reader); on a decode step the two mostly agree, a head's one chain of Q norm, RoPE
-        and scores. One backward pass, in pass order, over the readers' ancestors from the
-        earliest of those users on (an earlier node is no such user's descendant)."""
-        index, preds, cost = self.index, self.preds, self.pool.cost
+        and scores (`chains_to_readers`)."""
         # the full lists are shared (`_latest_users`): each distinct one is read once
         lists = {id(x): x for x in (self._latest_users(r, RELEASE_USERS) for r in holds)}
         users = {u for x in lists.values() for u in x[:TAIL_USERS]}
         if not users:
             return {}
-        first = min(index[u] for u in users)
         reader_set = {r for readers in holds for r in readers}
-        between = set(reader_set)  # the readers' ancestors from `first` on
-        stack = list(reader_set)
-        while stack:
-            for p in preds[stack.pop()]:
-                if p not in between and index[p] >= first:
-                    between.add(p)
-                    stack.append(p)
-        # below[x]: the longest (shortest) chain from the start of a successor of x to the
-        # finish of a reader below it. Nodes in reverse pass order: a node's value is final
-        # when reached, and is pushed up its inputs (a node's inputs are few; its
-        # successors may be a whole layer's tiles, most of them not above these readers).
-        below: dict[Node, int] = {}
-        for x in sorted(between, key=index.__getitem__, reverse=True):
-            b = below.get(x)
-            if x in reader_set and (b is None or not longest):
-                b = 0  # a reader ends a chain (the longest may go on to another reader)
-            if b is None:
-                continue
-            c = cost[x] + b  # from x's start
-            for p in preds[x]:
-                if p in between:
-                    q = below.get(p)
-                    if q is None or (c > q if longest else c < q):
-                        below[p] = c
-        # every user is in `between` (a reader's ancestor, from `first` on), so it has been
-        # pushed to by each successor with a chain
-        return {u: below[u] for u in users if u in below}
+        return chains_to_readers(users, reader_set, self.preds, self.index, self.pool.cost,
+                                 longest=longest)  # fmt: skip
 
     def start_at_least(self, n: Node) -> int:
         """The largest forced start of `n` (0 if none); call once per node, in order."""

@@ -4,6 +4,8 @@ hand; their property tests against CP-SAT's optimum are in tests/compare/test_ex
 from __future__ import annotations
 
 import networkx as nx
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pccx_flow.errors import PccxFlowError
 from pccx_flow.schedule.chains import pool_chain_bounds
@@ -315,3 +317,35 @@ def test_forced_starts_take_the_gap_after_a_layers_reads_from_one_read_per_kind(
     assert made[0] == [(16, 4)]
     assert one_per_kind == bound(lambda g, kinds: sorted(g.sources))
     assert max(bound(lambda g, kinds, k=k: [kinds[k]]) for k in range(4)) > one_per_kind
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(st.data())
+def test_chains_to_readers_are_the_extreme_paths_to_a_reader(data):
+    """`chains_to_readers` against every path of a small random DAG: from each user, the
+    most (least) cost along a path of its descendants that ends at a reader, the user
+    itself not counted; no entry for a user with no reader below it."""
+    from pccx_flow.schedule.capacity import chains_to_readers
+
+    n = data.draw(st.integers(2, 9))
+    edges = [(u, v) for u in range(n) for v in range(u + 1, n) if data.draw(st.booleans())]
+    cost = {v: data.draw(st.integers(0, 9)) for v in range(n)}
+    readers = set(data.draw(st.lists(st.integers(0, n - 1), min_size=1, unique=True)))
+    users = set(data.draw(st.lists(st.integers(0, n - 1), min_size=1, unique=True)))
+    preds = {v: tuple(u for u, w in edges if w == v) for v in range(n)}
+    succs = {v: [w for u, w in edges if u == v] for v in range(n)}
+
+    def paths_cost(x):  # the costs of every path from x down that ends at a reader
+        out = [cost[x]] if x in readers else []
+        for s in succs[x]:
+            out += [cost[x] + c for c in paths_cost(s)]
+        return out
+
+    for longest, pick in ((True, max), (False, min)):
+        want = {}
+        for u in users:
+            ends = [c for s in succs[u] for c in paths_cost(s)]
+            if ends:
+                want[u] = pick(ends)
+        index = {v: v for v in range(n)}
+        assert chains_to_readers(users, readers, preds, index, cost, longest=longest) == want
