@@ -351,12 +351,12 @@ class ForcedStarts:
     def __init__(
         self, problem: SchedulingProblem, groups, precedence, finish, pool: PoolView
     ) -> None:
-        self.preds, self.succs = precedence
+        self.preds, succs = precedence
         self.finish, self.groups, self.index = finish, groups, problem.index
         self.pool = pool
         # the least cost of a reader of any source of each group (class docstring)
         self.reader_floor = [
-            min((pool.cost[r] for n in g.sources for r in self.succs[n]), default=0)
+            min((pool.cost[r] for n in g.sources for r in succs[n]), default=0)
             for g in groups
         ]
         # per group, one source for each distinct (users below it, chains down to them):
