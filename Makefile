@@ -31,16 +31,26 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -qq --upgrade pip
 
-$(VENV)/.run-installed: pyproject.toml | $(BIN)/python
+# The modules pccx_flow/compiled.py lists are built as C extensions by Cython when the
+# project is installed; a later change to one of them rebuilds them (`.compiled`), and until
+# then that module runs from its source.
+COMPILED_SOURCES := $(shell sed -n 's|^ *"\(pccx_flow\.[a-z_.]*\)",$$|\1|p' pccx_flow/compiled.py \
+  | tr . / | sed 's|$$|.py|')
+
+$(VENV)/.run-installed: pyproject.toml setup.py | $(BIN)/python
 	$(BIN)/pip install -qq -e '.[dashboard]'
+	touch $@ $(VENV)/.compiled
+
+$(VENV)/.compiled: setup.py pccx_flow/compiled.py $(COMPILED_SOURCES) | $(BIN)/python
+	$(BIN)/pip install -qq --no-deps -e .
 	touch $@
 
-$(VENV)/.test-installed: pyproject.toml | $(BIN)/python
+$(VENV)/.test-installed: pyproject.toml setup.py | $(BIN)/python
 	$(BIN)/pip install -qq -e '.[dev]'
 	$(BIN)/pip install -qq -e schedulers/
-	touch $@ $(VENV)/.run-installed
+	touch $@ $(VENV)/.run-installed $(VENV)/.compiled
 
-run: system-deps $(VENV)/.run-installed
+run: system-deps $(VENV)/.run-installed $(VENV)/.compiled
 	$(BIN)/pccx-flow schedule --policy critical-path
 
 docs: $(VENV)/.test-installed
@@ -49,8 +59,8 @@ docs: $(VENV)/.test-installed
 # The suite starts ~100 pccx-flow processes and a pytest worker per core: with bytecode
 # caching off in the environment (PYTHONDONTWRITEBYTECODE), each compiles pccx_flow again.
 test: export PYTHONDONTWRITEBYTECODE =
-test: system-deps browser-deps $(VENV)/.test-installed
-	$(BIN)/ruff check pccx_flow tests benchmarks schedulers dashboards
+test: system-deps browser-deps $(VENV)/.test-installed $(VENV)/.compiled
+	$(BIN)/ruff check pccx_flow tests benchmarks schedulers dashboards setup.py
 	$(BIN)/mkdocs build --strict --quiet
 	$(BIN)/python -m pytest -q -n auto --dist worksteal
 

@@ -8,3 +8,7 @@ schedule it onto lanes (`pccx_flow.schedule`), execute it numerically with Dask
 """
 
 __version__ = "0.1.0"
+
+from pccx_flow.compiled import install_finder  # noqa: E402
+
+install_finder()  # before any module of `pccx_flow.compiled.COMPILED` is imported

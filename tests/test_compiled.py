@@ -1,0 +1,113 @@
+"""The modules Cython compiles (`pccx_flow.compiled`) schedule exactly as their Python source,
+and a compiled copy is imported only while it is current."""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pccx_flow import compiled
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Every built-in policy on problems that take each path of the timeline: the `tiny` decode
+# step within L2 on both profiles (capacities, holds, admitted KV reads, pools), the same
+# without the L2 limit, and random DAGs of every family with comm and pools (comm makes
+# the timeline take its per-lane data-ready path). Prints which modules ran compiled and
+# one line per schedule: its slots and memory waits.
+SCRIPT = r"""
+import json, sys
+from pccx_flow.compare.families import FAMILIES
+from pccx_flow.compare.instances import build_problem, random_instance
+from pccx_flow.compiled import running_compiled
+from pccx_flow.graph.build import build_decode_graph
+from pccx_flow.hardware.profile import load_profile
+from pccx_flow.schedule.problem import problem_from_graph
+from pccx_flow.schedule.registry import BUILTIN_POLICIES, make_policy, run_on_problem
+
+problems = []
+for name in ("v002-spec", "v002-as-built"):
+    profile = load_profile(name)
+    for position in (0, 40):
+        graph = build_decode_graph("tiny", position=position, profile=profile)
+        for memory in (True, False):
+            problems.append((f"tiny/{name}/{position}/{memory}",
+                             problem_from_graph(graph, profile, memory=memory)))
+for family in FAMILIES:
+    for seed in (1, 2):
+        desc = random_instance(family, 40, seed)
+        problems.append((desc["key"], build_problem(desc)[0]))
+print(json.dumps({"compiled": running_compiled()}))
+for key, problem in problems:
+    for policy in BUILTIN_POLICIES:
+        s = run_on_problem(make_policy(policy, seed=3), problem, label=policy, profile="x")
+        slots = sorted((repr(n), *x[1:]) for n, x in s.slots.items())  # lane .. resources
+        waits = sorted((repr(n), w) for n, w in s.memory_wait.items())
+        print(json.dumps([key, policy, slots, waits]))
+"""
+
+
+def _run(pure: bool) -> tuple[list[str], list[str]]:
+    env = {k: v for k, v in os.environ.items() if k != compiled.PURE_ENV}
+    if pure:
+        env[compiled.PURE_ENV] = "1"
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT], env=env, cwd=ROOT, capture_output=True, text=True,
+        check=True,
+    ).stdout.splitlines()  # fmt: skip
+    return json.loads(out[0])["compiled"], out[1:]
+
+
+@pytest.mark.slow
+def test_compiled_modules_schedule_as_their_source():
+    built, compiled_lines = _run(pure=False)
+    if not built:
+        pytest.skip("no module of pccx_flow.compiled.COMPILED is built (no Cython or compiler)")
+    assert built == list(compiled.COMPILED), "some listed modules did not compile"
+    none, pure_lines = _run(pure=True)
+    assert none == []
+    assert len(pure_lines) == (8 + 2 * 5) * 9  # problems x built-in policies
+    assert sum(len(json.loads(line)[2]) for line in pure_lines) > 5_000  # slots compared
+    assert compiled_lines == pure_lines
+
+
+def _pair(tmp_path: Path, source_ns: int, ext_ns: int) -> Path:
+    source = tmp_path / "mod.py"
+    source.write_text("X = 1\n")
+    ext = tmp_path / f"mod{compiled.importlib.machinery.EXTENSION_SUFFIXES[0]}"
+    ext.write_bytes(b"\0")
+    os.utime(source, ns=(source_ns, source_ns))
+    os.utime(ext, ns=(ext_ns, ext_ns))
+    return source
+
+
+def test_an_extension_older_than_its_source_is_not_used(tmp_path):
+    second = 1_000_000_000
+    assert compiled._current_extension(_pair(tmp_path, 5 * second, 9 * second)) is not None
+    assert compiled._current_extension(_pair(tmp_path, 9 * second, 9 * second)) is not None
+    assert compiled._current_extension(_pair(tmp_path, 9 * second, 5 * second)) is None
+    assert compiled._current_extension(tmp_path / "other.py") is None
+
+
+def test_pure_python_when_asked():
+    env = {**os.environ, compiled.PURE_ENV: "1"}
+    code = (
+        "import pccx_flow.schedule.timeline as t, pccx_flow.compiled as c; "
+        "print(t.__file__); print(c.running_compiled())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert out[0].endswith("timeline.py") and out[1] == "[]"
+
+
+def test_setup_reads_the_same_list():
+    """setup.py reads `COMPILED` from the source without importing the package."""
+    namespace = runpy.run_path(str(ROOT / "setup.py"), run_name="not_main")
+    assert namespace["compiled_modules"]() == list(compiled.COMPILED)
