@@ -13,7 +13,9 @@ objects land at other addresses, and dicts keyed by `id` probe differently); a d
 of each side's schedule says whether the two did the same work (a ratio of different
 schedules is marked). An instruction count is a proxy for time, not a time: it does not
 see cache misses or mispredicted branches, so `bench_speed_against.py` still says what a
-change does to seconds. No NPU time is measured.
+change does to seconds. This checkout runs the modules it has compiled
+(`pccx_flow.compiled`; an exported revision has none): ``PCCX_FLOW_PURE_PYTHON=1`` counts
+both sides' source. No NPU time is measured.
 
 Needs valgrind (``apt install valgrind``); each run takes about 40 s at position 8191.
 

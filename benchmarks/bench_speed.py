@@ -31,7 +31,9 @@ policy places on (`pccx_flow/schedule/timeline.py`): `heft` and `critical-path` 
 on a `Timeline` of this checkout and one of REV, alternated on one problem, the same
 schedules required. To compare two code bases whole, stage by stage, process by process,
 use `bench_speed_against.py REV`; for a count that does not drift, `bench_instructions.py
-REV`. Wall times are this machine's; no NPU time is measured.
+REV`. `--chains-against` and `--timeline-against` load REV's source beside this checkout's
+modules, compiled where it built them (`pccx_flow.compiled`): with ``PCCX_FLOW_PURE_PYTHON=1``
+both are source. Wall times are this machine's; no NPU time is measured.
 
     python benchmarks/bench_speed.py                       # position 8191, 5 runs
     python benchmarks/bench_speed.py --position 1023 --runs 7
@@ -57,7 +59,7 @@ from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from measure import last_line_of  # noqa: E402
+from measure import compiled_modules, last_line_of  # noqa: E402
 
 from pccx_flow import atomic  # noqa: E402
 from pccx_flow.collector import collector_paused  # noqa: E402
@@ -179,6 +181,7 @@ def measure(position: int, runs: int) -> dict:
         "load_average": os.getloadavg(),
         "machine": platform.machine(),
         "python": platform.python_version(),
+        "compiled": compiled_modules(),
     }
 
 

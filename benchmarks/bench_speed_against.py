@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from measure import last_line_of, write_and_show
+from measure import compiled_modules, last_line_of, write_and_show
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -39,7 +39,8 @@ def one_process(profile: str, position: int, steps: int) -> dict:
 
     runs = [one_run(profile, position) for _ in range(steps)]
     medians = {s: statistics.median(r[s] for r in runs) for s in STAGES}
-    return {"package": str(Path(pccx_flow.__file__).resolve().parent), "seconds": medians}
+    return {"package": str(Path(pccx_flow.__file__).resolve().parent), "seconds": medians,
+            "compiled": compiled_modules()}  # fmt: skip
 
 
 def export(rev: str, into: Path) -> str:
@@ -59,14 +60,16 @@ def export(rev: str, into: Path) -> str:
 
 def run_in(tree: Path, profile: str, position: int, steps: int) -> dict:
     """`one_process` in a fresh interpreter whose `pccx_flow` is the one under `tree` (the
-    tree alone on PYTHONPATH: a path given before could hold another copy)."""
+    tree alone on PYTHONPATH: a path given before could hold another copy). This checkout
+    runs the modules it has compiled (`pccx_flow.compiled`; an exported revision has none):
+    with ``PCCX_FLOW_PURE_PYTHON=1`` both sides run from source."""
     env = {**os.environ, "PYTHONPATH": str(tree), "OPENBLAS_NUM_THREADS": "1"}
     argv = [sys.executable, __file__, "--child", "--profile", profile,
             "--position", str(position), "--steps", str(steps)]  # fmt: skip
     out = json.loads(last_line_of(argv, f"a step under {tree}", env))
     if Path(out["package"]) != (tree / "pccx_flow").resolve():
         raise SystemExit(f"the child ran {out['package']}, not {tree / 'pccx_flow'}")
-    return out["seconds"]
+    return out
 
 
 def compare(rev: str, profile: str, position: int, pairs: int, steps: int) -> dict:
@@ -76,11 +79,14 @@ def compare(rev: str, profile: str, position: int, pairs: int, steps: int) -> di
         then_tree = Path(tmp)
         commit = export(rev, then_tree)
         now, then = [], []
+        compiled: dict[str, list[str]] = {}  # the modules each side ran compiled
         for i in range(pairs):
             order = [("now", ROOT), ("then", then_tree)]
             for side, tree in order if i % 2 == 0 else order[::-1]:
-                seconds = run_in(tree, profile, position, steps)
+                ran = run_in(tree, profile, position, steps)
+                seconds = ran["seconds"]
                 (now if side == "now" else then).append(seconds)
+                compiled[side] = ran.get("compiled", [])
                 print(f"  pair {i + 1}/{pairs} {side:<4} as schedule "
                       f"{seconds['as schedule']:.3f} s", file=sys.stderr)  # fmt: skip
     stages = list(now[0])
@@ -102,6 +108,7 @@ def compare(rev: str, profile: str, position: int, pairs: int, steps: int) -> di
         "pairs": pairs,
         "steps_per_process": steps,
         "stages": out,
+        "compiled": compiled,
         "load_average_before": load_before,
         "load_average_after": os.getloadavg(),
         "note": "wall seconds on this shared machine; ratio = this checkout / the revision",

@@ -57,3 +57,13 @@ def last_line_of(argv: list[str], what: str, env: Mapping[str, str] | None = Non
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
         raise SystemExit(f"{what} failed (exit {done.returncode}): {last}")
     return lines[-1]
+
+
+def compiled_modules() -> list[str]:
+    """The modules of this process's `pccx_flow` imported as Cython extensions
+    (`pccx_flow.compiled`); none in a package from before them."""
+    try:
+        from pccx_flow.compiled import running_compiled
+    except ImportError:
+        return []
+    return running_compiled()
