@@ -23,14 +23,21 @@ import sys
 from pathlib import Path
 
 # Modules compiled by `setup.py`: the timeline every policy places on, the static list
-# scheduler's loop, and what builds and checks a problem (the parts of a long-context
-# `schedule` that are plain Python loops over every node; `benchmarks/bench_speed.py`).
+# scheduler's loop, what builds and checks a problem, the graph writer and the node
+# builders it spends most of the graph's time in, and the metrics: the parts of a
+# long-context `schedule` that are plain Python loops over every node, each compiled
+# only where it measured faster (`heft`'s and `critical-path`'s own passes and the
+# read-ahead rule did not; `benchmarks/bench_speed.py`).
 COMPILED: tuple[str, ...] = (
     "pccx_flow.schedule.timeline",
     "pccx_flow.schedule.policies.base",
     "pccx_flow.schedule.validate",
     "pccx_flow.schedule.memory",
     "pccx_flow.schedule.problem",
+    "pccx_flow.schedule.metrics",
+    "pccx_flow.graph.emit",
+    "pccx_flow.graph.ops",
+    "pccx_flow.graph.blocks_attention",
 )
 
 PURE_ENV = "PCCX_FLOW_PURE_PYTHON"

@@ -19,8 +19,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # Every built-in policy on problems that take each path of the timeline: the `tiny` decode
 # step within L2 on both profiles (capacities, holds, admitted KV reads, pools), the same
 # without the L2 limit, and random DAGs of every family with comm and pools (comm makes
-# the timeline take its per-lane data-ready path). Prints which modules ran compiled and
-# one line per schedule: its slots and memory waits.
+# the timeline take its per-lane data-ready path). Prints which modules ran compiled, each
+# `tiny` graph (nodes and edges with their attributes), one line per schedule (its slots
+# and memory waits) and the metrics of `heft`'s and `critical-path`'s on `tiny`.
 SCRIPT = r"""
 import json, sys
 from pccx_flow.compare.families import FAMILIES
@@ -28,28 +29,33 @@ from pccx_flow.compare.instances import build_problem, random_instance
 from pccx_flow.compiled import running_compiled
 from pccx_flow.graph.build import build_decode_graph
 from pccx_flow.hardware.profile import load_profile
+from pccx_flow.schedule.metrics import schedule_metrics
 from pccx_flow.schedule.problem import problem_from_graph
 from pccx_flow.schedule.registry import BUILTIN_POLICIES, make_policy, run_on_problem
 
+print(json.dumps({"compiled": running_compiled()}))
 problems = []
 for name in ("v002-spec", "v002-as-built"):
     profile = load_profile(name)
     for position in (0, 40):
         graph = build_decode_graph("tiny", position=position, profile=profile)
+        print(json.dumps(["graph", name, position, sorted(map(repr, graph.nodes(data=True))),
+                          sorted(map(repr, graph.edges(data=True)))]))
         for memory in (True, False):
             problems.append((f"tiny/{name}/{position}/{memory}",
-                             problem_from_graph(graph, profile, memory=memory)))
+                             problem_from_graph(graph, profile, memory=memory), profile))
 for family in FAMILIES:
     for seed in (1, 2):
         desc = random_instance(family, 40, seed)
-        problems.append((desc["key"], build_problem(desc)[0]))
-print(json.dumps({"compiled": running_compiled()}))
-for key, problem in problems:
+        problems.append((desc["key"], *build_problem(desc)))
+for key, problem, profile in problems:
     for policy in BUILTIN_POLICIES:
         s = run_on_problem(make_policy(policy, seed=3), problem, label=policy, profile="x")
         slots = sorted((repr(n), *x[1:]) for n, x in s.slots.items())  # lane .. resources
         waits = sorted((repr(n), w) for n, w in s.memory_wait.items())
         print(json.dumps([key, policy, slots, waits]))
+        if profile is not None and policy in ("heft", "critical-path"):
+            print(json.dumps([key, policy, repr(schedule_metrics(s, problem, profile))]))
 """
 
 
@@ -72,8 +78,10 @@ def test_compiled_modules_schedule_as_their_source():
     assert built == list(compiled.COMPILED), "some listed modules did not compile"
     none, pure_lines = _run(pure=True)
     assert none == []
-    assert len(pure_lines) == (8 + 2 * 5) * 9  # problems x built-in policies
-    assert sum(len(json.loads(line)[2]) for line in pure_lines) > 5_000  # slots compared
+    schedules = [line for line in pure_lines if len(json.loads(line)) == 4]
+    assert len(schedules) == (8 + 2 * 5) * 9  # problems x built-in policies
+    assert sum(len(json.loads(line)[2]) for line in schedules) > 5_000  # slots compared
+    assert len(pure_lines) == len(schedules) + 4 + 8 * 2  # graphs, metrics
     assert compiled_lines == pure_lines
 
 
