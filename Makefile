@@ -68,4 +68,5 @@ bench: system-deps $(VENV)/.test-installed
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis site
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis site build
+	find pccx_flow \( -name '*.so' -o -name '*.c' \) -delete  # what Cython built (.gitignore)
