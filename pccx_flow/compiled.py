@@ -2,8 +2,8 @@
 
 The list scheduler places every node of a decode step through `Timeline` (tens of
 thousands of placements at long context), and each placement is a few hundred
-interpreted bytecodes: on this project's two-core test machine, interpreter work, not the
-algorithm, is most of `schedule`'s time. `setup.py` compiles the modules of `COMPILED`
+interpreted bytecodes: interpreter work, not the algorithm, is most of a long-context
+`schedule`'s time. `setup.py` compiles the modules of `COMPILED`
 from their unchanged Python source (Cython, no type declarations), beside each ``.py``;
 where Cython or a C compiler is missing the package is the same pure Python.
 
@@ -41,11 +41,6 @@ COMPILED: tuple[str, ...] = (
 )
 
 PURE_ENV = "PCCX_FLOW_PURE_PYTHON"
-
-
-def source_path(module: str, root: Path) -> Path:
-    """The ``.py`` of `module` under `root`, the directory that holds ``pccx_flow``."""
-    return root.joinpath(*module.split(".")).with_suffix(".py")
 
 
 def _extension_beside(source: Path) -> Path | None:
