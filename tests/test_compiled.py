@@ -3,6 +3,7 @@ and a compiled copy is imported only while it is current."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import runpy
@@ -21,9 +22,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # without the L2 limit, and random DAGs of every family with comm and pools (comm makes
 # the timeline take its per-lane data-ready path). Prints which modules ran compiled, each
 # `tiny` graph (nodes and edges with their attributes), one line per schedule (its slots
-# and memory waits) and the metrics of `heft`'s and `critical-path`'s on `tiny`.
+# and memory waits), the metrics of `heft`'s and `critical-path`'s on `tiny`, and a digest
+# of the same for an E4B step.
 SCRIPT = r"""
-import json, sys
+import hashlib, json, sys
 from pccx_flow.compare.families import FAMILIES
 from pccx_flow.compare.instances import build_problem, random_instance
 from pccx_flow.compiled import running_compiled
@@ -56,6 +58,18 @@ for key, problem, profile in problems:
         print(json.dumps([key, policy, slots, waits]))
         if profile is not None and policy in ("heft", "critical-path"):
             print(json.dumps([key, policy, repr(schedule_metrics(s, problem, profile))]))
+
+# E4B's first 10 layers at 1023 on v002-as-built, as digests: ~4k nodes and 80 KV reads,
+# a scale the tiny cases do not reach
+profile = load_profile("v002-as-built")
+graph = build_decode_graph("e4b", position=1023, profile=profile, layers=(0, 10))
+problem = problem_from_graph(graph, profile, memory=True)
+digest = hashlib.sha256(repr(sorted(map(repr, graph.edges(data=True)))).encode())
+for policy in ("heft", "critical-path"):
+    s = run_on_problem(make_policy(policy), problem, label=policy, profile=profile.name)
+    digest.update(repr(sorted((repr(n), *x[1:]) for n, x in s.slots.items())).encode())
+    digest.update(repr(schedule_metrics(s, problem, profile)).encode())
+print(json.dumps(["e4b", len(graph), digest.hexdigest()]))
 """
 
 
@@ -81,8 +95,26 @@ def test_compiled_modules_schedule_as_their_source():
     schedules = [line for line in pure_lines if len(json.loads(line)) == 4]
     assert len(schedules) == (8 + 2 * 5) * 9  # problems x built-in policies
     assert sum(len(json.loads(line)[2]) for line in schedules) > 5_000  # slots compared
-    assert len(pure_lines) == len(schedules) + 4 + 8 * 2  # graphs, metrics
+    assert len(pure_lines) == len(schedules) + 4 + 8 * 2 + 1  # graphs, metrics, E4B
+    assert json.loads(pure_lines[-1])[1] > 3_000  # the E4B cut's nodes
     assert compiled_lines == pure_lines
+
+
+def test_no_shift_in_a_compiled_module():
+    """Cython computes ``a << b`` in C when both sides have C types, and ``len(x)`` and
+    ``n.bit_length()`` do: ``1 << len(x)`` wraps past 63 bits where Python gives a long
+    int (capacity.py's ``1 << len(sbit)``, compiled, gave other masks and a lower
+    `capacity_chain` at 8191). A compiled module must not shift at all."""
+    shifts = []
+    for module in compiled.COMPILED:
+        path = ROOT.joinpath(*module.split(".")).with_suffix(".py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            is_shift = isinstance(node, ast.BinOp | ast.AugAssign) and isinstance(
+                node.op, ast.LShift | ast.RShift
+            )
+            if is_shift:
+                shifts.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not shifts, f"a shift in a compiled module: {shifts}"
 
 
 def _pair(tmp_path: Path, source_ns: int, ext_ns: int) -> Path:
