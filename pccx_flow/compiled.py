@@ -24,10 +24,11 @@ from pathlib import Path
 
 # Modules compiled by `setup.py`: the timeline every policy places on, the static list
 # scheduler's loop, what builds and checks a problem, the graph writer and the node
-# builders it spends most of the graph's time in, and the metrics: the parts of a
-# long-context `schedule` that are plain Python loops over every node, each compiled
-# only where it measured faster (`heft`'s and `critical-path`'s own passes and the
-# read-ahead rule did not; `benchmarks/bench_speed.py`).
+# builders it spends most of the graph's time in, the metrics, and the chain bounds'
+# passes: the parts of a long-context `schedule` that are plain Python loops over every
+# node, each compiled only where it measured faster (`heft`'s and `critical-path`'s own
+# passes and the read-ahead rule did not; `benchmarks/bench_speed.py`). A compiled module
+# shifts only a Python int (`pccx_flow.schedule.precedence.ONE`; `tests/test_compiled.py`).
 COMPILED: tuple[str, ...] = (
     "pccx_flow.schedule.timeline",
     "pccx_flow.schedule.policies.base",
@@ -38,6 +39,9 @@ COMPILED: tuple[str, ...] = (
     "pccx_flow.graph.emit",
     "pccx_flow.graph.ops",
     "pccx_flow.graph.blocks_attention",
+    "pccx_flow.schedule.capacity",
+    "pccx_flow.schedule.chains",
+    "pccx_flow.schedule.nearest",
 )
 
 PURE_ENV = "PCCX_FLOW_PURE_PYTHON"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from math import ceil, inf
 
 from pccx_flow.schedule.nearest import nearest_chain
-from pccx_flow.schedule.precedence import Node, hardware_precedence, masks_along
+from pccx_flow.schedule.precedence import ONE, Node, hardware_precedence, masks_along
 from pccx_flow.schedule.problem import SchedulingProblem
 
 
@@ -156,12 +156,12 @@ def resident_beside(problem: SchedulingProblem, groups: dict, preds, succs) -> d
             continue  # every source may be resident at once: the claim does not hold
         smask = rmask = 0
         for n in g["bytes"]:
-            smask |= sbit.setdefault(n, 1 << len(sbit))
+            smask |= sbit.setdefault(n, ONE << len(sbit))
         for readers in g["holds"]:  # a reader of cost >= 1 of each hold (the claim's r)
             r = next((r for r in readers if problem.min_cost(r) >= 1), None)
             if r is None:
                 break
-            rmask |= rbit.setdefault(r, 1 << len(rbit))
+            rmask |= rbit.setdefault(r, ONE << len(rbit))
         else:
             masks[key] = (smask, rmask)
     if not masks:
@@ -377,8 +377,8 @@ class ForcedStarts:
         for i, g in enumerate(groups):
             ordered = sorted(g.sources, key=problem.index.__getitem__)
             for j, n in enumerate(ordered):
-                self.bits_of[n].append((i, 1 << j))
-            self.full.append((1 << len(ordered)) - 1)
+                self.bits_of[n].append((i, ONE << j))
+            self.full.append((ONE << len(ordered)) - 1)
         self.last_reader = [max(problem.index[r] for rs in g.holds for r in rs) for g in groups]
         self.t_f: list[int | None] = [None] * len(groups)
         self.partial: dict[Node, dict[int, int]] = {}  # group -> its sources among ancestors
@@ -387,7 +387,7 @@ class ForcedStarts:
         self.covered: dict[Node, int] = {}  # groups all of whose sources are ancestors
         self.applied: dict[Node, int] = {}  # groups whose start a node inherits
         self.merges = [0] * len(groups)  # merges below a group that applied it again
-        self.merging = (1 << len(groups)) - 1  # groups with merges left (`TAIL_MERGES`)
+        self.merging = (ONE << len(groups)) - 1  # groups with merges left (`TAIL_MERGES`)
 
     def freed_at_least(self, i: int) -> int:
         """t_f of group `i` (class docstring); all of its readers are final in the pass."""
@@ -428,7 +428,7 @@ class ForcedStarts:
                 out = self._latest_of_mask[mask] = []
                 while mask and len(out) < RELEASE_USERS:
                     j = mask.bit_length() - 1
-                    mask ^= 1 << j
+                    mask ^= ONE << j
                     out.append(pool.users[j])
         return out if count >= len(out) else out[:count]
 
@@ -503,7 +503,7 @@ class ForcedStarts:
                 done = [i for i, m in partial.items() if covered >> i & 1 or m == self.full[i]]
                 for i in done:
                     del partial[i]
-                    covered |= 1 << i
+                    covered |= ONE << i
             self.partial[n], self.covered[n] = partial or _NO_PARTIAL, covered
         best, idx = 0, self.index[n]
         pending = covered & ~applied
@@ -511,15 +511,15 @@ class ForcedStarts:
             again = covered & applied & self.merging
             while again:
                 i = again.bit_length() - 1
-                again ^= 1 << i
+                again ^= ONE << i
                 if idx > self.last_reader[i]:
-                    pending |= 1 << i
+                    pending |= ONE << i
                     self.merges[i] += 1
                     if self.merges[i] == TAIL_MERGES:
-                        self.merging &= ~(1 << i)
+                        self.merging &= ~(ONE << i)
         while pending:
             i = pending.bit_length() - 1
-            pending ^= 1 << i
+            pending ^= ONE << i
             if idx <= self.last_reader[i]:
                 continue
             g = self.groups[i]
@@ -530,6 +530,6 @@ class ForcedStarts:
             t += tail
             if t > best:
                 best = t
-            applied |= 1 << i
+            applied |= ONE << i
         self.applied[n] = applied
         return best

@@ -15,7 +15,7 @@ from collections import defaultdict
 
 from pccx_flow.schedule.capacity import ForcedStarts, PoolView, capacity_groups
 from pccx_flow.schedule.nearest import chains_around, least_chain
-from pccx_flow.schedule.precedence import Node, bit_mask, hardware_precedence, masks_along
+from pccx_flow.schedule.precedence import ONE, Node, bit_mask, hardware_precedence, masks_along
 from pccx_flow.schedule.problem import SchedulingProblem
 
 # How far above a node (in edges) `chain_bounds` takes the ancestors it pairs it with. Any
@@ -152,7 +152,7 @@ def chain_bounds(
             and work_bound + idle < (1 - LANE_CHAIN_MARGIN) * max(out.values())
         ):
             continue
-        bit = {n: 1 << i for i, n in enumerate(users)}
+        bit = {n: ONE << i for i, n in enumerate(users)}
         by_cost: dict[int, list[int]] = defaultdict(list)
         for i, u in enumerate(users):
             by_cost[cost[u]].append(i)

@@ -13,6 +13,12 @@ from pccx_flow.schedule.problem import SchedulingProblem
 
 Node = Hashable
 
+# The int 1, imported as the left side of every shift of a module Cython compiles
+# (`pccx_flow.compiled`): Cython computes ``1 << n`` in C when n has a C type (a ``len``
+# or a ``bit_length``, say), which wraps past 63 bits where Python's int grows; an
+# imported name is a Python int, so ``ONE << n`` stays exact. As source the two are the same.
+ONE = 1
+
 
 def bit_mask(positions: Iterable[int]) -> int:
     """The int with exactly the bits at `positions` set, built in one pass (summing or
