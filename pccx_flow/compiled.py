@@ -24,11 +24,12 @@ from pathlib import Path
 
 # Modules compiled by `setup.py`: the timeline every policy places on, the static list
 # scheduler's loop, what builds and checks a problem, the graph writer and the node
-# builders it spends most of the graph's time in, the metrics, and the chain bounds'
-# passes: the parts of a long-context `schedule` that are plain Python loops over every
-# node, each compiled only where it measured faster (`heft`'s and `critical-path`'s own
-# passes and the read-ahead rule did not; `benchmarks/bench_speed.py`). A compiled module
-# shifts only a Python int (`pccx_flow.schedule.precedence.ONE`; `tests/test_compiled.py`).
+# builders it spends most of the graph's time in, the metrics, the chain bounds' passes
+# and the two policies `schedule` runs most (`critical-path`, the default, and `heft`):
+# the parts of a long-context `schedule` that are plain Python loops over every node,
+# each compiled only where it measured faster (the read-ahead rule did not;
+# `benchmarks/bench_speed.py`). A compiled module never shifts an int literal
+# (`pccx_flow.schedule.precedence.ONE`; `tests/test_compiled.py`).
 COMPILED: tuple[str, ...] = (
     "pccx_flow.schedule.timeline",
     "pccx_flow.schedule.policies.base",
@@ -42,6 +43,9 @@ COMPILED: tuple[str, ...] = (
     "pccx_flow.schedule.capacity",
     "pccx_flow.schedule.chains",
     "pccx_flow.schedule.nearest",
+    "pccx_flow.schedule.precedence",
+    "pccx_flow.schedule.policies.heft",
+    "pccx_flow.schedule.policies.critical_path",
 )
 
 PURE_ENV = "PCCX_FLOW_PURE_PYTHON"

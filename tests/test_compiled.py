@@ -116,10 +116,10 @@ def _literal_shifts(source: str) -> list[int]:
 
 def test_no_literal_is_shifted_in_a_compiled_module():
     """Cython computes ``a << b`` in C when both sides have C types, and an int literal,
-    ``len(x)`` and ``n.bit_length()`` do: ``1 << len(x)`` wraps past 63 bits where
-    Python's int grows (capacity.py's ``1 << len(sbit)``, compiled, gave other masks and
-    a lower `capacity_chain` at 8191). A compiled module shifts `precedence.ONE`, an
-    imported Python int, instead."""
+    ``len(x)`` and the index of a comprehension over ``range(len(x))`` do: ``1 << len(x)``
+    wraps past 63 bits where Python's int grows (capacity.py's ``1 << len(sbit)``,
+    compiled, gave other masks and a lower `capacity_chain` at 8191). A compiled module
+    shifts `precedence.ONE`, an imported Python int, instead."""
     assert _literal_shifts("m |= 1 << len(s)\nk = (1 << n) - 1\nj = ONE << n") == [1, 2]
     found = []
     for module in compiled.COMPILED:

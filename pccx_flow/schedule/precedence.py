@@ -14,9 +14,10 @@ from pccx_flow.schedule.problem import SchedulingProblem
 Node = Hashable
 
 # The int 1, imported as the left side of every shift of a module Cython compiles
-# (`pccx_flow.compiled`): Cython computes ``1 << n`` in C when n has a C type (a ``len``
-# or a ``bit_length``, say), which wraps past 63 bits where Python's int grows; an
-# imported name is a Python int, so ``ONE << n`` stays exact. As source the two are the same.
+# (`pccx_flow.compiled`): Cython computes ``1 << n`` in C when n has a C type (a
+# ``len(...)``, or a comprehension's index over ``range(len(...))``), which wraps past 63
+# bits where Python's int grows; ``ONE << n`` stays a Python int. As source the two are
+# the same.
 ONE = 1
 
 
@@ -28,7 +29,7 @@ def bit_mask(positions: Iterable[int]) -> int:
         byte = j >> 3
         if byte >= len(buf):
             buf.extend(bytes(byte + 1 - len(buf)))
-        buf[byte] |= 1 << (j & 7)
+        buf[byte] |= ONE << (j & 7)
     return int.from_bytes(buf, "little")
 
 
