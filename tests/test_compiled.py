@@ -92,7 +92,10 @@ def test_compiled_modules_schedule_as_their_source():
     built, compiled_lines = _run(pure=False)
     if not built:
         pytest.skip("no module of pccx_flow.compiled.COMPILED is built (no Cython or compiler)")
-    assert built == list(compiled.COMPILED), "some listed modules did not compile"
+    assert built == list(compiled.COMPILED), (
+        "some listed modules run from source: not built, or edited since the build "
+        "(`make .venv/.compiled` rebuilds them)"
+    )
     none, pure_lines = _run(pure=True)
     assert none == []
     schedules = [line for line in pure_lines if len(json.loads(line)) == 4]
