@@ -86,7 +86,7 @@ def compare(rev: str, profile: str, position: int, pairs: int, steps: int) -> di
                 ran = run_in(tree, profile, position, steps)
                 seconds = ran["seconds"]
                 (now if side == "now" else then).append(seconds)
-                compiled[side] = ran.get("compiled", [])
+                compiled[side] = ran["compiled"]
                 print(f"  pair {i + 1}/{pairs} {side:<4} as schedule "
                       f"{seconds['as schedule']:.3f} s", file=sys.stderr)  # fmt: skip
     stages = list(now[0])

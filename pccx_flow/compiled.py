@@ -61,10 +61,10 @@ def _extension_beside(source: Path) -> Path | None:
 
 
 def _current_extension(source: Path) -> Path | None:
-    """The extension beside `source` when it is at least as new as the source."""
+    """The extension beside `source` (a file) when it is at least as new as the source."""
     ext = _extension_beside(source)
-    if ext is None or not source.is_file():
-        return ext
+    if ext is None:
+        return None
     return ext if ext.stat().st_mtime_ns >= source.stat().st_mtime_ns else None
 
 

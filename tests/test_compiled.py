@@ -4,6 +4,7 @@ and a compiled copy is imported only while it is current."""
 from __future__ import annotations
 
 import ast
+import importlib.machinery
 import json
 import os
 import runpy
@@ -135,7 +136,7 @@ def test_no_literal_is_shifted_in_a_compiled_module():
 def _pair(tmp_path: Path, source_ns: int, ext_ns: int) -> Path:
     source = tmp_path / "mod.py"
     source.write_text("X = 1\n")
-    ext = tmp_path / f"mod{compiled.importlib.machinery.EXTENSION_SUFFIXES[0]}"
+    ext = tmp_path / f"mod{importlib.machinery.EXTENSION_SUFFIXES[0]}"
     ext.write_bytes(b"\0")
     os.utime(source, ns=(source_ns, source_ns))
     os.utime(ext, ns=(ext_ns, ext_ns))
