@@ -32,10 +32,11 @@ $(BIN)/python:
 	$(BIN)/pip install -qq --upgrade pip
 
 # The modules pccx_flow/compiled.py lists are built as C extensions by Cython when the
-# project is installed; a later change to one of them rebuilds them (`.compiled`), and until
-# then that module runs from its source.
+# project is installed; a later change to one of them or to the declarations beside it
+# (`.pxd`) rebuilds them (`.compiled`), and until then that module runs from its source.
 COMPILED_SOURCES := $(shell sed -n 's|^ *"\(pccx_flow\.[a-z_.]*\)",$$|\1|p' pccx_flow/compiled.py \
   | tr . / | sed 's|$$|.py|')
+COMPILED_SOURCES += $(wildcard $(COMPILED_SOURCES:.py=.pxd))
 
 $(VENV)/.run-installed: pyproject.toml setup.py | $(BIN)/python
 	$(BIN)/pip install -qq -e '.[dashboard]'

@@ -1,7 +1,8 @@
 """Build the package, with the modules `pccx_flow/compiled.py` lists compiled by Cython.
 
-Those modules stay plain Python source; Cython compiles each unchanged (no type
-declarations, annotations not taken as C types) into an extension beside its ``.py``.
+Those modules stay plain Python source; Cython compiles each unchanged (annotations not
+taken as C types; a ``.pxd`` beside a module, if any, declares its classes' attributes)
+into an extension beside its ``.py``.
 Every extension is optional: without Cython or a C compiler the build still succeeds and
 the package runs as pure Python. ``PCCX_FLOW_PURE_PYTHON=1`` at build time builds none.
 """

@@ -4,8 +4,10 @@ The list scheduler places every node of a decode step through `Timeline` (tens o
 thousands of placements at long context), and each placement is a few hundred
 interpreted bytecodes: interpreter work, not the algorithm, is most of a long-context
 `schedule`'s time. `setup.py` compiles the modules of `COMPILED`
-from their unchanged Python source (Cython, no type declarations), beside each ``.py``;
-where Cython or a C compiler is missing the package is the same pure Python.
+from their unchanged Python source (Cython, no type declarations in it), beside each
+``.py``; where Cython or a C compiler is missing the package is the same pure Python. A
+``.pxd`` beside a module may declare its classes' attributes (``schedule/timeline.pxd``:
+the timeline's classes become extension types), never as C numbers.
 
 A compiled copy is imported only while it is current: `install_finder` (run when
 `pccx_flow` is imported) takes a module's ``.py`` instead when the source is newer than

@@ -7,6 +7,7 @@ import ast
 import importlib.machinery
 import json
 import os
+import re
 import runpy
 import subprocess
 import sys
@@ -167,3 +168,71 @@ def test_setup_reads_the_same_list():
     """setup.py reads `COMPILED` from the source without importing the package."""
     namespace = runpy.run_path(str(ROOT / "setup.py"), run_name="not_main")
     assert namespace["compiled_modules"]() == list(compiled.COMPILED)
+
+
+def _assigned_attributes(source: str) -> dict[str, set[str]]:
+    """Per class of `source`: the attributes its methods assign on ``self``."""
+    out: dict[str, set[str]] = {}
+    for cls in ast.parse(source).body:
+        if isinstance(cls, ast.ClassDef):
+            names = out.setdefault(cls.name, set())
+            for node in ast.walk(cls):
+                targets = (
+                    node.targets if isinstance(node, ast.Assign)
+                    else [node.target] if isinstance(node, ast.AnnAssign | ast.AugAssign)
+                    else []
+                )  # fmt: skip
+                for target in targets:
+                    for t in ast.walk(target):
+                        if (
+                            isinstance(t, ast.Attribute)
+                            and isinstance(t.value, ast.Name)
+                            and t.value.id == "self"
+                        ):
+                            names.add(t.attr)
+    return out
+
+
+# `cdef public <type> a, b` under `cdef class Name:` in a .pxd
+_PXD_CLASS = re.compile(r"^cdef class (\w+):$")
+_PXD_FIELDS = re.compile(r"^\s+cdef public (\w+) ([\w, ]+)$")
+
+
+def _declared_attributes(pxd: str) -> dict[str, dict[str, str]]:
+    """Per `cdef class` of a .pxd: {attribute: its declared type}."""
+    out: dict[str, dict[str, str]] = {}
+    cls = None
+    for line in pxd.splitlines():
+        if m := _PXD_CLASS.match(line):
+            cls = out.setdefault(m.group(1), {})
+        elif m := _PXD_FIELDS.match(line):
+            assert cls is not None, f"a field outside a class: {line!r}"
+            cls.update(dict.fromkeys((a.strip() for a in m.group(2).split(",")), m.group(1)))
+    return out
+
+
+def test_a_pxd_declares_every_attribute_its_classes_assign():
+    """An extension type has no ``__dict__``: an attribute the source assigns that its
+    .pxd does not declare would raise AttributeError in the compiled build only. And a C
+    number type would wrap or refuse a large int where Python's does not: fields are
+    Python objects."""
+    example = _assigned_attributes(
+        "class A:\n def f(self):\n  self.x: int = 0\n  self.y, z = 1, 2\n  self.w += 1\n"
+    )
+    assert example == {"A": {"x", "y", "w"}}
+    assert _declared_attributes("cdef class A:\n    cdef public list x, y\n") == {
+        "A": {"x": "list", "y": "list"}
+    }
+    pxds = []
+    for module in compiled.COMPILED:
+        source = ROOT.joinpath(*module.split(".")).with_suffix(".py")
+        pxd = source.with_suffix(".pxd")
+        if not pxd.exists():
+            continue
+        pxds.append(pxd.name)
+        declared = _declared_attributes(pxd.read_text(encoding="utf-8"))
+        assigned = _assigned_attributes(source.read_text(encoding="utf-8"))
+        for cls, fields in declared.items():
+            assert set(fields) == assigned[cls], f"{pxd.name}: {cls}"
+            assert set(fields.values()) <= {"object", "list", "dict", "set", "tuple"}
+    assert "timeline.pxd" in pxds
