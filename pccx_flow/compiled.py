@@ -13,7 +13,8 @@ A compiled copy is imported only while it is current: `install_finder` (run when
 `pccx_flow` is imported) takes a module's ``.py`` instead when the source is newer than
 the extension (edited since the last build: the extension would run old code) or when
 ``PCCX_FLOW_PURE_PYTHON`` is set (to profile line by line, or to compare with a pure
-build). `make` rebuilds the extensions when a listed source changes.
+build). `make` rebuilds the extensions when a listed source or a ``.pxd`` beside one
+changes.
 """
 
 from __future__ import annotations
